@@ -1,0 +1,75 @@
+"""The ``ds4spec`` command: parses arguments and hands each subcommand to its face.
+
+Every error reaches the user as one line, ``ds4spec: error: ...``, with exit code 2 for usage and input
+errors and 1 for runtime failures; Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from ds4spec import __version__
+from ds4spec.errors import Ds4Error, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, like every other ds4spec error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _sub(subparsers: argparse._SubParsersAction, name: str, **kwargs: object) -> argparse.ArgumentParser:
+    return subparsers.add_parser(name, **kwargs)  # type: ignore[no-any-return]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ds4spec import cli_models, complete, doctor
+
+    parser = _Parser(
+        prog="ds4spec",
+        description="A local coding assistant: a big GGUF target model, made faster by speculative decoding.",
+    )
+    parser.add_argument("--version", action="version", version=f"ds4spec {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what ds4spec and llama.cpp do")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    complete.register(subparsers)
+    cli_models.register(subparsers)
+    doctor.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print("ds4spec: interrupted", file=sys.stderr)
+        return 130
+    except Ds4Error as err:
+        print(f"ds4spec: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except BrokenPipeError:
+        # The reader went away (``| head``): not an error, but nothing more may go to stdout.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.DEBUG, format="ds4spec: %(name)s: %(message)s")
+        os.environ.setdefault("DS4SPEC_LLAMA_LOG", "1")
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Flags shared by every command that runs a model, and their mapping onto ``Settings``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ds4spec.config import Settings, load_settings
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("model")
+    g.add_argument("--target", metavar="NAME|PATH", help="target model: a name from `ds4spec models list` "
+                   "or a path to a GGUF file (default: the default pair's target)")
+    g.add_argument("--ctx", type=int, metavar="N", help="context size in tokens (default 4096)")
+    g.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: all cores up to 4, "
+                   "else half of them)")
+    g.add_argument("--gpu-layers", type=int, metavar="N", help="layers offloaded to a GPU or Metal "
+                   "(default: all when llama.cpp was built with GPU support, else 0)")
+    g.add_argument("--batch", type=int, metavar="N", help="tokens per forward pass when reading the "
+                   "prompt (default 512)")
+
+
+def add_sampling_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("generation")
+    g.add_argument("--max-tokens", type=int, metavar="N", help="stop after N tokens (default 256)")
+    g.add_argument("--temperature", type=float, metavar="T", help="0 is greedy (default 0)")
+    g.add_argument("--top-k", type=int, metavar="K", help="sample among the K likeliest tokens; 0 disables "
+                   "(default 40)")
+    g.add_argument("--top-p", type=float, metavar="P", help="nucleus sampling; 1 disables (default 0.95)")
+    g.add_argument("--min-p", type=float, metavar="P", help="drop tokens below P times the likeliest; 0 "
+                   "disables (default 0.05)")
+    g.add_argument("--repeat-penalty", type=float, metavar="R", help="penalise the last 64 tokens; 1 "
+                   "disables (default 1)")
+    g.add_argument("--seed", type=int, metavar="N", help="random seed for sampling (default: random, "
+                   "reported by --stats/--json)")
+    g.add_argument("--stop", action="append", metavar="TEXT", help="end the output just before TEXT "
+                   "(repeatable)")
+
+
+# argparse's dest names equal the Settings field names.
+_SETTING_FLAGS = (
+    "target", "ctx", "threads", "gpu_layers", "batch", "max_tokens", "temperature", "top_k", "top_p", "min_p",
+    "repeat_penalty", "seed", "stop",
+)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    flags: dict[str, Any] = {name: getattr(args, name, None) for name in _SETTING_FLAGS}
+    return load_settings(flags)

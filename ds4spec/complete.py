@@ -1,0 +1,134 @@
+"""``ds4spec complete``: the text on stdin in, its continuation on stdout as it is generated.
+
+Stdout carries only the completion (or, with ``--json``, one JSON object); everything else goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from ds4spec.cli_options import add_model_options, add_sampling_options, settings_from_args
+from ds4spec.config import Settings
+from ds4spec.decode import GenerationRequest, generate_plain
+from ds4spec.errors import InputError, UsageError
+from ds4spec.events import FinishReason, Finished, TextChunk
+from ds4spec.loading import load_target
+from ds4spec.prompt import DEFAULT_CURSOR_MARKER, completion_tokens, fim_tokens, split_at_cursor
+from ds4spec.stats import GenerationStats
+from ds4spec.target import LlamaTarget
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "complete",
+        help="continue the text on stdin",
+        description="Reads text on stdin and writes its continuation to stdout as it is generated.",
+    )
+    add_model_options(p)
+    add_sampling_options(p)
+    g = p.add_argument_group("input and output")
+    g.add_argument("--fim", action="store_true", help="fill in the middle: the input holds one cursor "
+                   f"marker ({DEFAULT_CURSOR_MARKER}) and the model writes what goes there")
+    g.add_argument("--cursor-marker", default=DEFAULT_CURSOR_MARKER, metavar="TEXT",
+                   help=f"the cursor marker for --fim (default {DEFAULT_CURSOR_MARKER})")
+    g.add_argument("--truncate", choices=("none", "left"), default="none", help="a prompt longer than the "
+                   "context is an error (none, the default) or loses its beginning (left)")
+    g.add_argument("--json", action="store_true", help="write one JSON object (text, finish reason, "
+                   "statistics) instead of streaming text")
+    g.add_argument("--stats", action="store_true", help="print tokens, time and tokens/s on stderr")
+    p.set_defaults(func=run)
+
+
+def read_input(stream: BinaryIO) -> str:
+    data = stream.read()
+    if not data:
+        raise InputError("stdin is empty: pipe the text to complete, as in `ds4spec complete < file.py`")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"stdin is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
+
+
+def build_prompt(target: LlamaTarget, text: str, *, fim: bool, marker: str, truncate: str,
+                 max_tokens: int) -> list[int]:
+    if fim:
+        prefix, suffix = split_at_cursor(text, marker)
+        tokens = fim_tokens(target.tokenizer, prefix, suffix)
+    else:
+        tokens = completion_tokens(target.tokenizer, text)
+    if len(tokens) < target.n_ctx:
+        return tokens
+    if truncate == "left" and not fim:
+        # Keep room for the answer, but never less than half the context for the prompt.
+        keep = max(target.n_ctx - max_tokens, target.n_ctx // 2)
+        return tokens[-keep:]
+    hint = "raise --ctx" + ("" if fim else " or pass --truncate left")
+    raise InputError(
+        f"the prompt is {len(tokens)} tokens but the context holds {target.n_ctx} "
+        f"(the model was trained on up to {target.n_ctx_train}); {hint}"
+    )
+
+
+@dataclass(slots=True)
+class _Outcome:
+    text: str
+    reason: FinishReason
+    stats: GenerationStats
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    _check(settings)
+    text = read_input(sys.stdin.buffer)
+    target = load_target(settings)
+    try:
+        prompt = build_prompt(target, text, fim=args.fim, marker=args.cursor_marker,
+                              truncate=args.truncate, max_tokens=settings.max_tokens)
+        request = GenerationRequest(prompt, settings.max_tokens, settings.sampling(), settings.stop)
+        outcome = _generate(target, request, stream=not args.json)
+    finally:
+        target.close()
+    if args.json:
+        _write_json(outcome)
+    if args.stats:
+        print(f"ds4spec: {outcome.stats.summary_line()}; finish: {outcome.reason.value}", file=sys.stderr)
+    return 130 if outcome.reason is FinishReason.CANCELLED else 0
+
+
+def _check(settings: Settings) -> None:
+    if settings.max_tokens < 1:
+        raise UsageError(f"--max-tokens must be at least 1, got {settings.max_tokens}")
+    try:
+        settings.sampling().validate()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _generate(target: LlamaTarget, request: GenerationRequest, *, stream: bool) -> _Outcome:
+    out = sys.stdout.buffer
+    parts: list[str] = []
+    events = generate_plain(target, request)
+    try:
+        for event in events:
+            if isinstance(event, TextChunk):
+                parts.append(event.text)
+                if stream:
+                    out.write(event.text.encode("utf-8"))
+                    out.flush()
+            elif isinstance(event, Finished):
+                return _Outcome("".join(parts), event.reason, event.stats)
+    except KeyboardInterrupt:
+        # Ctrl-C while we were writing rather than computing: what was written stays written.
+        events.close()
+        return _Outcome("".join(parts), FinishReason.CANCELLED, GenerationStats(len(request.prompt_tokens)))
+    raise RuntimeError("the generator ended without a Finished event")
+
+
+def _write_json(outcome: _Outcome) -> None:
+    obj = {"text": outcome.text, "finish_reason": outcome.reason.value, "stats": outcome.stats.as_dict()}
+    sys.stdout.buffer.write((json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8"))
+    sys.stdout.flush()

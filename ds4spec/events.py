@@ -1,0 +1,55 @@
+"""The stream of events that every face (complete, chat, REPL, editor server) consumes.
+
+Vocabulary, used with exactly these meanings everywhere in ds4spec:
+
+- **drafted**: target tokens proposed by a drafter for one verify pass, after its text was aligned to the
+  target's tokenizer.
+- **accepted**: drafted tokens the verifier kept because the target would have produced them itself.
+- **corrected**: the target's own token emitted at the first position where a draft was rejected.
+- **bonus**: the target's own token emitted after a draft was accepted in full (the verify pass yields it
+  for free).
+- **committed**: tokens that are final: they will be part of the output and are in the target's context.
+  Every committed token is either accepted (provenance ``DRAFT``) or the target's own (provenance
+  ``TARGET``: plain steps, corrections and bonus tokens).
+
+A generator yields ``TextChunk`` events as text is committed, then exactly one ``Finished``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ds4spec.stats import GenerationStats
+
+
+class Provenance(str, Enum):
+    """Who decided a piece of committed text."""
+
+    TARGET = "target"
+    DRAFT = "draft"
+
+
+class FinishReason(str, Enum):
+    EOG = "eog"  # the target produced an end-of-generation token
+    STOP = "stop"  # a stop string appeared; the output ends just before it
+    LENGTH = "length"  # max_tokens were committed
+    CONTEXT = "context"  # the context window is full
+    CANCELLED = "cancelled"  # the consumer asked to stop
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """Committed text, always whole UTF-8 characters."""
+
+    text: str
+    provenance: Provenance
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    reason: FinishReason
+    stats: GenerationStats
+
+
+Event = TextChunk | Finished

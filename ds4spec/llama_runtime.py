@@ -1,0 +1,49 @@
+"""Process-wide llama.cpp set-up: backend initialisation and routing its log into Python logging."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+
+import llama_cpp
+
+log = logging.getLogger("ds4spec.llama_cpp")
+
+_initialised = False
+
+
+@llama_cpp.llama_log_callback
+def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    # llama.cpp talks a lot on load; users see it only with DS4SPEC_LLAMA_LOG=1 or -v.
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s", text.decode("utf-8", errors="replace").rstrip("\n"))
+
+
+def init_llama() -> None:
+    global _initialised
+    if _initialised:
+        return
+    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+    if os.environ.get("DS4SPEC_LLAMA_LOG"):
+        log.setLevel(logging.DEBUG)
+        if not log.handlers:
+            log.addHandler(logging.StreamHandler())
+    llama_cpp.llama_backend_init()
+    _initialised = True
+
+
+def gpu_offload_supported() -> bool:
+    init_llama()
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def default_threads() -> int:
+    """All available cores on small machines; half of them on large ones, where SMT siblings share units."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return n if n <= 4 else n // 2
+
+
+def system_info() -> str:
+    init_llama()
+    return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()

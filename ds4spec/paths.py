@@ -1,0 +1,39 @@
+"""Where ds4spec keeps user data (models, sessions) and configuration."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP = "ds4spec"
+
+
+def data_dir() -> Path:
+    """Per-user data directory: ``$DS4SPEC_HOME`` if set, else the platform's (XDG on Linux)."""
+    home = os.environ.get("DS4SPEC_HOME")
+    if home:
+        return Path(home).expanduser()
+    return Path(platformdirs.user_data_dir(APP))
+
+
+def models_dir() -> Path:
+    return data_dir() / "models"
+
+
+def config_dir() -> Path:
+    """``$DS4SPEC_HOME/config`` when DS4SPEC_HOME is set, so that one variable isolates everything."""
+    home = os.environ.get("DS4SPEC_HOME")
+    if home:
+        return Path(home).expanduser() / "config"
+    return Path(platformdirs.user_config_dir(APP))
+
+
+def config_file() -> Path:
+    return Path(os.environ.get("DS4SPEC_CONFIG") or config_dir() / "config.toml")
+
+
+def repo_models_dir() -> Path:
+    """The manifests shipped with ds4spec (``models/`` at the repository root)."""
+    return Path(__file__).resolve().parent.parent / "models"

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Sets up ds4spec in a virtual environment and optionally runs the demo or the test suite.
+#
+#   scripts/setup.sh install   create .venv, build llama.cpp for this machine, install ds4spec, self-check
+#   scripts/setup.sh demo      install, pull the default models, complete a code prompt
+#   scripts/setup.sh test      install, pull the default models, run the whole test suite (both tiers)
+#
+# Environment:
+#   DS4SPEC_VENV           virtual environment path (default: .venv in the repository)
+#   DS4SPEC_PYTHON         interpreter used to create it (default: python3.11, else python3)
+#   DS4SPEC_LLAMA_BACKEND  cpu | cuda | metal (default: metal on Apple silicon, cpu elsewhere)
+#   DS4SPEC_TORCH_INDEX    a pip index for torch (for example https://download.pytorch.org/whl/cpu)
+#   CMAKE_ARGS             extra CMake flags for llama.cpp, appended to the ones chosen here
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${DS4SPEC_VENV:-$ROOT/.venv}"
+LLAMA_CPP_PYTHON_VERSION="0.3.36"
+TORCH_VERSION="2.13.0"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/ds4spec"
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+pick_python() {
+    if [[ -n "${DS4SPEC_PYTHON:-}" ]]; then echo "$DS4SPEC_PYTHON"; return; fi
+    if command -v python3.11 >/dev/null 2>&1; then echo python3.11; else echo python3; fi
+}
+
+# CMake flags for llama.cpp. The default native build enables every instruction set the CPU
+# reports, AMX included, and AMX faults on machines whose kernel does not grant it to the process.
+# So we name the x86 extensions we use explicitly and never enable AMX.
+llama_cmake_args() {
+    local backend="${DS4SPEC_LLAMA_BACKEND:-}"
+    if [[ -z "$backend" ]]; then
+        if [[ "$(uname -s)" == "Darwin" && "$(uname -m)" == "arm64" ]]; then backend=metal; else backend=cpu; fi
+    fi
+    local args="-DGGML_NATIVE=OFF"
+    case "$backend" in
+        metal) args="-DGGML_METAL=ON" ;;
+        cuda) args="$args -DGGML_CUDA=ON" ;;
+        cpu) ;;
+        *) say "unknown DS4SPEC_LLAMA_BACKEND=$backend (cpu, cuda or metal)"; exit 2 ;;
+    esac
+    if [[ "$(uname -s)" == "Linux" && "$(uname -m)" == "x86_64" && -r /proc/cpuinfo ]]; then
+        local flags
+        flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+        has() { [[ "$flags" == *" $1 "* ]]; }
+        has avx && args="$args -DGGML_AVX=ON"
+        has avx2 && args="$args -DGGML_AVX2=ON"
+        has fma && args="$args -DGGML_FMA=ON"
+        has f16c && args="$args -DGGML_F16C=ON"
+        has bmi2 && args="$args -DGGML_BMI2=ON"
+        if has avx512f && has avx512bw && has avx512dq && has avx512vl; then
+            args="$args -DGGML_AVX512=ON"
+            has avx512_vnni && args="$args -DGGML_AVX512_VNNI=ON"
+            has avx512_bf16 && args="$args -DGGML_AVX512_BF16=ON"
+        fi
+        has avx_vnni && args="$args -DGGML_AVX_VNNI=ON"
+    fi
+    echo "$args ${CMAKE_ARGS:-}"
+}
+
+# Builds the llama-cpp-python wheel once per (version, flags) and keeps it in the user cache:
+# a rebuild costs minutes, and pip's own cache would hand back a wheel built with other flags.
+install_llama_cpp() {
+    local pip="$VENV/bin/pip"
+    local args key dir
+    args="$(llama_cmake_args)"
+    key="$(printf '%s|%s|%s' "$LLAMA_CPP_PYTHON_VERSION" "$args" "$("$VENV/bin/python" -c 'import sys;print(sys.version_info[:2])')" | sha256sum | cut -c1-16)"
+    dir="$CACHE/wheels/llama-cpp-python-$key"
+    if ! ls "$dir"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+        say "building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION with: $args (a few minutes)"
+        mkdir -p "$dir.tmp"
+        CMAKE_ARGS="$args" FORCE_CMAKE=1 "$pip" wheel --no-deps --no-cache-dir --no-binary llama-cpp-python \
+            -w "$dir.tmp" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+        rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    fi
+    "$pip" install --no-deps --force-reinstall "$dir"/llama_cpp_python-*.whl >/dev/null
+    "$pip" install "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" >/dev/null  # its pure-Python dependencies
+}
+
+install_all() {
+    local py
+    py="$(pick_python)"
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        say "creating $VENV with $py"
+        "$py" -m venv "$VENV"
+    fi
+    local pip="$VENV/bin/pip"
+    "$pip" install -q --upgrade pip >/dev/null 2>&1 || true
+    if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+        say "installing torch $TORCH_VERSION"
+        if [[ -n "${DS4SPEC_TORCH_INDEX:-}" ]]; then
+            "$pip" install -q "torch==$TORCH_VERSION" --index-url "$DS4SPEC_TORCH_INDEX"
+        else
+            "$pip" install -q "torch==$TORCH_VERSION"
+        fi
+    fi
+    if ! "$VENV/bin/python" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_PYTHON_VERSION')" 2>/dev/null; then
+        install_llama_cpp
+    fi
+    say "installing ds4spec and its dependencies"
+    "$pip" install -q -e "$ROOT[test]"
+    say "checking that llama.cpp really evaluates tokens"
+    "$VENV/bin/ds4spec" doctor
+}
+
+main() {
+    local cmd="${1:-install}"
+    shift || true
+    case "$cmd" in
+        install) install_all ;;
+        demo)
+            install_all
+            "$VENV/bin/ds4spec" models pull default
+            say "completing examples/demo.py with the default target (greedy, up to 200 tokens)"
+            "$VENV/bin/ds4spec" complete --max-tokens 200 --stats "$@" < "$ROOT/examples/demo.py"
+            ;;
+        test)
+            install_all
+            "$VENV/bin/ds4spec" models pull default
+            cd "$ROOT"
+            "$VENV/bin/python" -m pytest "$@"
+            ;;
+        *) say "usage: scripts/setup.sh [install|demo|test] [extra args]"; exit 2 ;;
+    esac
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then main "$@"; fi
