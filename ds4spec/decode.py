@@ -53,8 +53,9 @@ def generate_plain(
     stats = GenerationStats(prompt_tokens=len(request.prompt_tokens), seed=sampler.seed)
     text = TextAssembler(request.stop)
     clock = _Clock()
+    committed: list[int] = []
     try:
-        reason = yield from _decode_loop(target, request, sampler, text, stats, cancelled, clock)
+        reason = yield from _decode_loop(target, request, sampler, text, stats, committed, cancelled, clock)
     except KeyboardInterrupt:
         reason = FinishReason.CANCELLED
     if reason is not FinishReason.CANCELLED:
@@ -62,7 +63,7 @@ def generate_plain(
         if tail.text:
             yield TextChunk(tail.text, Provenance.TARGET)
     stats.prompt_seconds, stats.generation_seconds = clock.split()
-    yield Finished(reason, stats)
+    yield Finished(reason, stats, tuple(committed))
 
 
 class _Clock:
@@ -88,6 +89,7 @@ def _decode_loop(
     sampler: Sampler,
     text: TextAssembler,
     stats: GenerationStats,
+    committed: list[int],
     cancelled: Callable[[], bool],
     clock: _Clock,
 ) -> Generator[Event, None, FinishReason]:
@@ -102,6 +104,7 @@ def _decode_loop(
         if target.tokenizer.is_eog(token):
             return FinishReason.EOG
         stats.committed_tokens += 1
+        committed.append(token)
         released = text.feed(target.tokenizer.piece(token))
         if released.text:
             yield TextChunk(released.text, Provenance.TARGET)

@@ -50,6 +50,7 @@ class TextChunk:
 class Finished:
     reason: FinishReason
     stats: GenerationStats
+    tokens: tuple[int, ...] = ()  # the committed token ids, in order (end-of-generation tokens excluded)
 
 
 Event = TextChunk | Finished

@@ -1,0 +1,188 @@
+"""`ds4spec complete` through the real CLI in a subprocess: output contract and every bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ds4spec.tinymodel import build_tiny_gguf
+
+PROMPT = b"def fibonacci(n):\n"
+
+
+def ds4spec(*args: str, stdin: bytes = PROMPT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ds4spec", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    err = proc.stderr.decode()
+    assert proc.returncode == code, err
+    assert proc.stdout == b"", "nothing may be half-written on stdout"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ds4spec: error: "), err
+    for needle in needles:
+        assert needle in lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Big enough that generating takes seconds, so that a Ctrl-C lands in the middle."""
+    path = tmp_path_factory.mktemp("slow") / "slow.gguf"
+    return build_tiny_gguf(path, n_embd=512, n_layer=8, n_head=8, context_length=8192)
+
+
+def test_stdout_carries_only_the_completion(tiny_bpe_gguf: Path) -> None:
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "30")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""
+    again = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "30")
+    assert proc.stdout == again.stdout and proc.stdout
+
+
+def test_json_output_is_one_object_with_text_and_statistics(tiny_bpe_gguf: Path) -> None:
+    plain = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "25")
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "25", "--json")
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    assert obj["text"] == plain.stdout.decode()
+    assert obj["finish_reason"] in ("length", "eog")
+    assert obj["stats"]["committed_tokens"] <= 25 and obj["stats"]["prompt_tokens"] > 0
+    assert proc.stdout.count(b"\n") == 1
+
+
+def test_stats_go_to_stderr(tiny_bpe_gguf: Path) -> None:
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "5", "--stats")
+    assert proc.returncode == 0
+    assert b"tokens/s" in proc.stderr and b"tokens/s" not in proc.stdout
+
+
+def test_seeded_sampling_is_reproducible_from_the_command_line(tiny_bpe_gguf: Path) -> None:
+    args = ("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "30", "--temperature", "1", "--seed")
+    assert ds4spec(*args, "3").stdout == ds4spec(*args, "3").stdout
+
+
+def test_stop_flag_is_repeatable_and_cuts_the_output(tiny_bpe_gguf: Path) -> None:
+    full = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "40").stdout.decode()
+    assert len(full) > 8
+    stop = full[5:8]
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "40", "--stop", "NEVER",
+                   "--stop", stop)
+    assert proc.stdout.decode() == full[: full.find(stop)]
+
+
+def test_fim_fills_in_at_the_cursor_marker(tiny_bpe_gguf: Path) -> None:
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--fim", "--max-tokens", "10",
+                   stdin=b"def f():\n    <CURSOR>\n    return y\n")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_empty_stdin_is_an_input_error(tiny_bpe_gguf: Path) -> None:
+    one_line_error(ds4spec("complete", "--target", str(tiny_bpe_gguf), stdin=b""), 2, "stdin is empty")
+
+
+def test_bytes_that_are_not_utf8_are_an_input_error(tiny_bpe_gguf: Path) -> None:
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), stdin=b"x = '\xff\xfe'\n")
+    one_line_error(proc, 2, "not UTF-8", "offset 5")
+
+
+def test_prompt_longer_than_the_context_names_both_sizes(tiny_bpe_gguf: Path) -> None:
+    long = b"x = 1\n" * 400
+    line = one_line_error(ds4spec("complete", "--target", str(tiny_bpe_gguf), "--ctx", "256", stdin=long), 2)
+    assert "the prompt is " in line and "context holds 256" in line and "--truncate left" in line
+
+
+def test_truncate_left_keeps_the_end_of_a_long_prompt(tiny_bpe_gguf: Path) -> None:
+    long = b"x = 1\n" * 400
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--ctx", "256", "--truncate", "left",
+                   "--max-tokens", "5", "--json", stdin=long)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["stats"]["prompt_tokens"] < 256
+
+
+def test_fim_without_a_marker_is_an_input_error(tiny_bpe_gguf: Path) -> None:
+    one_line_error(ds4spec("complete", "--target", str(tiny_bpe_gguf), "--fim"), 2, "cursor marker")
+
+
+def test_fim_on_a_model_without_fim_tokens_is_refused(tmp_path: Path) -> None:
+    path = build_tiny_gguf(tmp_path / "nofim.gguf", fim=False)
+    one_line_error(ds4spec("complete", "--target", str(path), "--fim", stdin=b"a<CURSOR>b"), 1, "fill-in-the-middle")
+
+
+def test_missing_model_file_is_a_runtime_error(tmp_path: Path) -> None:
+    one_line_error(ds4spec("complete", "--target", str(tmp_path / "absent.gguf")), 1, "absent.gguf")
+
+
+def test_corrupt_model_file_is_refused_with_one_line(tmp_path: Path, tiny_bpe_gguf: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(tiny_bpe_gguf.read_bytes()[: 4096])  # a truncated GGUF: header fine, tensors gone
+    one_line_error(ds4spec("complete", "--target", str(broken)), 1, "broken.gguf")
+    garbage = tmp_path / "garbage.gguf"
+    garbage.write_bytes(b"not a model at all")
+    one_line_error(ds4spec("complete", "--target", str(garbage)), 1, "garbage.gguf")
+
+
+def test_unknown_model_name_lists_the_known_ones() -> None:
+    one_line_error(ds4spec("complete", "--target", "gpt-17"), 2, "unknown model 'gpt-17'", "qwen2.5-coder-1.5b")
+
+
+def test_default_model_not_downloaded_says_how_to_pull_it() -> None:
+    one_line_error(ds4spec("complete"), 1, "ds4spec models pull")
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--max-tokens", "0"], "--max-tokens"),
+        (["--top-p", "1.5"], "top-p"),
+        (["--temperature", "-1"], "temperature"),
+        (["--max-tokens", "many"], "invalid int value"),
+        (["--no-such-flag"], "unrecognized arguments"),
+        (["--truncate", "right"], "invalid choice"),
+    ],
+)
+def test_bad_flags_are_usage_errors(tiny_bpe_gguf: Path, flags: list[str], needle: str) -> None:
+    one_line_error(ds4spec("complete", "--target", str(tiny_bpe_gguf), *flags), 2, needle)
+
+
+def test_bad_config_file_is_a_usage_error(tmp_path: Path, tiny_bpe_gguf: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("max_tokenz = 3\n")
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), env={"DS4SPEC_CONFIG": str(cfg)})
+    one_line_error(proc, 2, "max_tokenz")
+
+
+def test_ctrl_c_keeps_what_was_written_and_exits_130(slow_model: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ds4spec", "complete", "--target", str(slow_model), "--max-tokens", "1500",
+         "--ctx", "4096"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert proc.stdin and proc.stdout
+    proc.stdin.write(PROMPT)
+    proc.stdin.close()
+    first = proc.stdout.read(20)  # generation is under way once text arrives
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stdout.read()
+    code = proc.wait(timeout=30)
+    assert code == 130, proc.stderr.read()
+    assert len(first) == 20 and len(first + rest) < 1500 * 8
+    full = subprocess.run(
+        [sys.executable, "-m", "ds4spec", "complete", "--target", str(slow_model), "--max-tokens", "1500",
+         "--ctx", "4096"], input=PROMPT, capture_output=True, timeout=300,
+    ).stdout
+    assert full.startswith(first + rest) and len(full) > len(first + rest)

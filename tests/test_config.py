@@ -1,0 +1,55 @@
+"""Configuration: defaults, then the file, then the environment, then flags; bad values name their source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ds4spec.config import Settings, load_settings
+from ds4spec.errors import UsageError
+
+
+def test_defaults_are_greedy_with_a_4k_context(tmp_path: Path) -> None:
+    s = load_settings(env={}, path=tmp_path / "absent.toml")
+    assert s == Settings()
+    assert s.sampling().greedy and s.ctx == 4096
+
+
+def test_file_then_environment_then_flags_each_override_the_previous(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('max_tokens = 10\ntemperature = 0.5\nctx = 1024\nstop = ["\\n\\n"]\n')
+    env = {"DS4SPEC_TEMPERATURE": "0.7", "DS4SPEC_CTX": "2048"}
+    s = load_settings({"ctx": 8192, "seed": None}, env=env, path=cfg)
+    assert (s.max_tokens, s.temperature, s.ctx, s.stop, s.seed) == (10, 0.7, 8192, ("\n\n",), None)
+
+
+def test_unknown_key_in_the_file_is_rejected_with_file_and_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("max_tokenz = 3\n")
+    with pytest.raises(UsageError, match=r"config\.toml: unknown key 'max_tokenz'"):
+        load_settings(env={}, path=cfg)
+
+
+def test_malformed_file_is_rejected(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("max_tokens = = 3\n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load_settings(env={}, path=cfg)
+
+
+def test_bad_environment_value_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="DS4SPEC_MAX_TOKENS: max_tokens must be an integer"):
+        load_settings(env={"DS4SPEC_MAX_TOKENS": "lots"}, path=tmp_path / "absent.toml")
+
+
+def test_wrong_type_in_the_file_is_rejected(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('stop = 3\n')
+    with pytest.raises(UsageError, match="stop must be a list of strings"):
+        load_settings(env={}, path=cfg)
+
+
+def test_optional_values_can_be_cleared_from_the_environment(tmp_path: Path) -> None:
+    s = load_settings(env={"DS4SPEC_SEED": "none", "DS4SPEC_TARGET": "./m.gguf"}, path=tmp_path / "x.toml")
+    assert s.seed is None and s.target == "./m.gguf"
