@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "pull",
         help="download models (checked by sha256)",
-        description="Download models into the data directory. NAME is a model, a pair (both its models) or 'all'.",
+        description="Download models into the data directory. NAME: a model, a pair (both models) or 'all'.",
     )
     p.add_argument("names", nargs="+", metavar="NAME", help="a model, a pair such as 'default', or 'all'")
     p.add_argument("--force", action="store_true", help="download again even if a verified copy is there")
@@ -41,7 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="check the size and sha256 of downloaded models",
         description="Check downloaded models (all of them when no NAME is given); exit 1 if any is corrupt.",
     )
-    p.add_argument("names", nargs="*", metavar="NAME", help="a model, a pair, or 'all' (default: every pulled model)")
+    p.add_argument(
+        "names", nargs="*", metavar="NAME", help="a model, a pair, or 'all' (default: every pulled model)"
+    )
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("path", help="print the path of a downloaded model file")
@@ -133,9 +135,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         corrupt = [n for n in bad if n not in missing]
         parts = []
         if corrupt:
-            parts.append(f"corrupt: {', '.join(corrupt)}; run `ds4spec models pull {' '.join(corrupt)} --force`")
+            parts.append(
+                f"corrupt: {', '.join(corrupt)}; run `ds4spec models pull {' '.join(corrupt)} --force`"
+            )
         if missing:
-            parts.append(f"not downloaded: {', '.join(missing)}; run `ds4spec models pull {' '.join(missing)}`")
+            parts.append(
+                f"not downloaded: {', '.join(missing)}; run `ds4spec models pull {' '.join(missing)}`"
+            )
         raise ModelError("; ".join(parts))
     return 0
 

@@ -20,9 +20,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import urllib.error
 import urllib.parse
-import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -205,9 +203,9 @@ class _Progress:
         pct = self.done * 100 // self.total
         if pct >= self._next_pct:
             self._next_pct = (min(pct, 100) // 10 + 1) * 10
-            mb = 1 << 20
+            mib = float(1 << 20)
             print(
-                f"{self.label}: {min(pct, 100)}% ({self.done // mb}/{self.total // mb} MiB)",
+                f"{self.label}: {min(pct, 100)}% ({self.done / mib:.1f}/{self.total / mib:.1f} MiB)",
                 file=sys.stderr,
                 flush=True,
             )
@@ -288,6 +286,9 @@ def _hub_url(src: HuggingFaceSource) -> str:
 
 
 def _fetch_hub(src: HuggingFaceSource, manifest: Manifest, sink_factory: Callable[[], _Sink]) -> None:
+    import urllib.error
+    import urllib.request  # here: it costs tens of milliseconds at every start of the CLI
+
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         raise SourceUnavailable("HF_HUB_OFFLINE is set")
     url = _hub_url(src)
@@ -295,7 +296,10 @@ def _fetch_hub(src: HuggingFaceSource, manifest: Manifest, sink_factory: Callabl
     if token := os.environ.get("HF_TOKEN"):
         # Not carried over redirects: the hub redirects downloads to a CDN on another host.
         req.add_unredirected_header("Authorization", f"Bearer {token}")
-    timeout = float(os.environ.get("DS4SPEC_HUB_TIMEOUT") or HUB_TIMEOUT_S)
+    try:
+        timeout = float(os.environ.get("DS4SPEC_HUB_TIMEOUT") or HUB_TIMEOUT_S)
+    except ValueError:
+        timeout = HUB_TIMEOUT_S
     try:
         resp = urllib.request.urlopen(req, timeout=timeout)
     except urllib.error.HTTPError as e:
@@ -564,7 +568,7 @@ def resolve_model(name_or_path: str) -> ResolvedModel:
             raise ModelError(f"model {m.name} is not downloaded; run `ds4spec models pull {m.name}`")
         _check_named(m, path)
         return ResolvedModel(path, m)
-    path = Path(s).expanduser()
+    path = Path(s).expanduser().absolute()
     if not _looks_like_path(s) and not path.exists():
         raise unknown_model_error(s, manifests)
     if not path.exists():

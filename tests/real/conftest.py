@@ -1,0 +1,33 @@
+"""The real tier: the default model pair, pulled into the user's data directory by `scripts/setup.sh test`.
+
+These tests fail, never skip, when the models are missing: CI must prove the real path works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ds4spec.store import load_pairs, resolve_model
+from ds4spec.target import LlamaTarget, TargetOptions
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents:
+            item.add_marker(pytest.mark.real)
+
+
+@pytest.fixture(scope="session")
+def default_pair_paths() -> dict[str, Path]:
+    pair = load_pairs()["default"]
+    return {"target": resolve_model(pair.target).path, "drafter": resolve_model(pair.drafter).path}
+
+
+@pytest.fixture(scope="session")
+def real_target(default_pair_paths: dict[str, Path]) -> Iterator[LlamaTarget]:
+    with LlamaTarget(default_pair_paths["target"], TargetOptions(n_ctx=2048)) as target:
+        yield target

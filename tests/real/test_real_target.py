@@ -1,0 +1,94 @@
+"""The real default target (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) through llama.cpp and the CLI."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ds4spec.decode import GenerationRequest, generate_plain
+from ds4spec.events import Finished, TextChunk
+from ds4spec.prompt import ChatMessage, chat_tokens
+from ds4spec.target import LlamaTarget, TargetOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = (ROOT / "examples" / "demo.py").read_bytes()
+
+
+def complete(*args: str, stdin: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ds4spec", "complete", *args], input=stdin,
+                          capture_output=True, timeout=600)
+
+
+def _first_definition(text: str) -> str:
+    """The generated body up to where the model starts the next top-level definition."""
+    cut = [i for i in (text.find("\n\n\n"), text.find("\ndef "), text.find("\nclass ")) if i >= 0]
+    return text[: min(cut)] if cut else text
+
+
+def test_complete_writes_working_code_for_a_real_prompt() -> None:
+    proc = complete("--max-tokens", "120", "--json", stdin=DEMO)
+    assert proc.returncode == 0, proc.stderr.decode()
+    text = json.loads(proc.stdout)["text"]
+    body = _first_definition(text)
+    assert "csv." in body and "return" in body
+    ast.parse(DEMO.decode() + body)  # the prompt plus the generated body is valid Python
+
+
+def test_greedy_completion_is_deterministic_across_processes() -> None:
+    a = complete("--max-tokens", "60", stdin=DEMO)
+    b = complete("--max-tokens", "60", stdin=DEMO)
+    assert a.returncode == 0 and a.stdout == b.stdout and a.stdout
+
+
+def test_fim_fills_the_middle_of_a_function() -> None:
+    src = b"def area_of_circle(radius: float) -> float:\n    <CURSOR>\n\n\nprint(area_of_circle(2.0))\n"
+    proc = complete("--fim", "--max-tokens", "40", stdin=src)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "radius" in proc.stdout.decode()
+
+
+def test_span_and_rollback_reproduce_a_fresh_evaluation_on_the_real_target(
+    real_target: LlamaTarget, default_pair_paths: dict[str, Path]
+) -> None:
+    tok = real_target.tokenizer
+    prompt = tok.tokenize(DEMO, add_special=True)
+    span = tok.tokenize(b"    with open(path, newline='') as f:\n")
+    wrong = tok.tokenize(b"    raise NotImplementedError\n")
+    real_target.reset()
+    real_target.eval_prompt(prompt)
+    real_target.eval_span(wrong)
+    real_target.rollback(len(prompt))
+    again = real_target.eval_span(span)
+    with LlamaTarget(default_pair_paths["target"], TargetOptions(n_ctx=2048)) as fresh:
+        fresh.eval_prompt(prompt)
+        expected = fresh.eval_span(span)
+    np.testing.assert_array_equal(again, expected)
+    # The span's argmax continues the code plausibly: the line after `with open(...)` is indented deeper.
+    assert tok.detokenize([int(again[-1].argmax())]).startswith(b" ")
+
+
+def test_real_target_exposes_eog_fim_and_chat_template(real_target: LlamaTarget) -> None:
+    tok = real_target.tokenizer
+    assert real_target.architecture == "qwen2" and real_target.n_vocab == 151936
+    assert tok.fim_tokens() is not None
+    im_end = tok.tokenize(b"<|im_end|>", parse_special=True)
+    assert len(im_end) == 1 and tok.is_eog(im_end[0])
+    tokens = chat_tokens(tok, real_target.chat_template, [ChatMessage("user", "Write hello world in C.")])
+    rendered = tok.detokenize(tokens, special=True).decode()
+    assert rendered.endswith("<|im_start|>assistant\n") and "Write hello world in C." in rendered
+
+
+def test_plain_decoding_of_a_chat_answer_ends_with_end_of_generation(real_target: LlamaTarget) -> None:
+    tok = real_target.tokenizer
+    tokens = chat_tokens(tok, real_target.chat_template, [ChatMessage("user", "Reply with the word OK only.")])
+    events = list(generate_plain(real_target, GenerationRequest(tokens, max_tokens=20)))
+    text = "".join(e.text for e in events if isinstance(e, TextChunk))
+    finished = events[-1]
+    assert isinstance(finished, Finished)
+    assert finished.reason.value == "eog"
+    assert "OK" in text
