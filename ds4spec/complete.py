@@ -15,7 +15,7 @@ from ds4spec.cli_options import add_model_options, add_sampling_options, setting
 from ds4spec.config import Settings
 from ds4spec.decode import GenerationRequest, generate_plain
 from ds4spec.errors import InputError, UsageError
-from ds4spec.events import FinishReason, Finished, TextChunk
+from ds4spec.events import Finished, FinishReason, TextChunk
 from ds4spec.loading import load_target
 from ds4spec.prompt import DEFAULT_CURSOR_MARKER, completion_tokens, fim_tokens, split_at_cursor
 from ds4spec.stats import GenerationStats

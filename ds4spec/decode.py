@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ds4spec.events import Event, FinishReason, Finished, Provenance, TextChunk
+from ds4spec.events import Event, Finished, FinishReason, Provenance, TextChunk
 from ds4spec.sampling import Sampler, SamplingSettings
 from ds4spec.stats import GenerationStats
 from ds4spec.target import LlamaTarget

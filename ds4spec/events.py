@@ -18,19 +18,19 @@ A generator yields ``TextChunk`` events as text is committed, then exactly one `
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from ds4spec.stats import GenerationStats
 
 
-class Provenance(str, Enum):
+class Provenance(StrEnum):
     """Who decided a piece of committed text."""
 
     TARGET = "target"
     DRAFT = "draft"
 
 
-class FinishReason(str, Enum):
+class FinishReason(StrEnum):
     EOG = "eog"  # the target produced an end-of-generation token
     STOP = "stop"  # a stop string appeared; the output ends just before it
     LENGTH = "length"  # max_tokens were committed

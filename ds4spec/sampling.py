@@ -90,10 +90,7 @@ class Sampler:
         """Token ids sorted by descending score and their (unnormalised) sampling weights."""
         s = self.settings
         n = scores.shape[0]
-        if 0 < s.top_k < n:
-            ids = np.argpartition(-scores, s.top_k - 1)[: s.top_k]
-        else:
-            ids = np.arange(n)
+        ids = np.argpartition(-scores, s.top_k - 1)[:s.top_k] if 0 < s.top_k < n else np.arange(n)
         # Stable sort on (score desc, id asc) so that ties resolve the same way on every run.
         order = np.lexsort((ids, -scores[ids].astype(np.float64)))
         ids = ids[order]

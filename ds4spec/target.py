@@ -14,6 +14,7 @@ Contract that speculative verification stands on:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 from collections.abc import Sequence
@@ -253,7 +254,5 @@ class LlamaTarget:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown: the library may already be gone
             self.close()
-        except Exception:  # interpreter shutdown: the library may already be gone
-            pass

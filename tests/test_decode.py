@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ds4spec.decode import GenerationRequest, generate_plain
-from ds4spec.events import FinishReason, Finished, Provenance, TextChunk
+from ds4spec.events import Finished, FinishReason, Provenance, TextChunk
 from ds4spec.sampling import SamplingSettings
 from ds4spec.target import LlamaTarget, TargetOptions
 
@@ -68,7 +68,7 @@ def test_max_tokens_ends_generation_with_length(tiny_bpe_gguf: Path) -> None:
 
 def _longest_output_prompt(target: LlamaTarget) -> tuple[bytes, str]:
     """A prompt for which this random-weight model writes a long greedy answer."""
-    best = max(PROMPTS + [b"x = [", b"class Node:\n    ", b"for i in range("],
+    best = max([*PROMPTS, b"x = [", b"class Node:\n    ", b"for i in range("],
                key=lambda p: len(_text(_run(target, p, max_tokens=60)[0])))
     return best, _text(_run(target, best, max_tokens=60)[0])
 

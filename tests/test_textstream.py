@@ -33,7 +33,7 @@ def test_an_unfinished_character_at_the_end_becomes_a_replacement_character() ->
 
 
 def test_stop_string_across_tokens_ends_the_output_just_before_it() -> None:
-    released, text, stopped = _run([b"return x\n", b"\n\nd", b"ef next"], ["\n\n\n"])
+    _released, text, stopped = _run([b"return x\n", b"\n\nd", b"ef next"], ["\n\n\n"])
     assert stopped and text == "return x"
 
 
