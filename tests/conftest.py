@@ -21,7 +21,7 @@ def tiny_bpe_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_spm_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Llama-2-like SentencePiece model with byte fallback: the other tokenizer family ds4spec must bridge."""
+    """A Llama-2-like SentencePiece model with byte fallback: the other tokenizer family to bridge."""
     return build_tiny_gguf(tmp_path_factory.mktemp("tiny-models") / "tiny-spm.gguf", tokenizer="spm")
 
 
@@ -33,7 +33,7 @@ def tiny_models(tiny_bpe_gguf: Path, tiny_spm_gguf: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One throw-away DS4SPEC_HOME for the whole session, so that no test reads or writes the user's models."""
+    """One throw-away DS4SPEC_HOME for the session, so that no test reads or writes the user's models."""
     return tmp_path_factory.mktemp("ds4spec-home")
 
 
@@ -41,8 +41,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _use_isolated_home(request: pytest.FixtureRequest) -> Iterator[None]:
     """Point DS4SPEC_HOME at ``isolated_home`` for every test except those in tests/real.
 
-    Tests in tests/real use the real default models, which ``scripts/setup.sh test`` pulled into the user's data
-    directory, so they keep the environment as it is. The variable is restored after each test.
+    Tests in tests/real use the real default models, which ``scripts/setup.sh test`` pulled into the
+    user's data directory, so they keep the environment as it is. The variable is restored after each test.
     """
     if _REAL_TESTS in Path(request.path).resolve().parents:
         yield
