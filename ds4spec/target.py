@@ -239,13 +239,15 @@ class LlamaTarget:
     # -- lifetime ---------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        if getattr(self, "_ctx", None):
+        # Clear each handle before freeing it: a Ctrl-C between the two steps must leak, not free twice
+        # (``__del__`` calls close again).
+        ctx, self._ctx = getattr(self, "_ctx", None), None
+        if ctx:
             llama_cpp.llama_batch_free(self._batch)
-            llama_cpp.llama_free(self._ctx)
-            self._ctx = None
-        if getattr(self, "_model", None):
-            llama_cpp.llama_model_free(self._model)
-            self._model = None
+            llama_cpp.llama_free(ctx)
+        model, self._model = getattr(self, "_model", None), None
+        if model:
+            llama_cpp.llama_model_free(model)
 
     def __enter__(self) -> LlamaTarget:
         return self
