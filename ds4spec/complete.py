@@ -44,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def read_input(stream: BinaryIO) -> str:
+    if stream.isatty():
+        print("ds4spec: reading the text to complete from the terminal; end it with Ctrl-D", file=sys.stderr)
     data = stream.read()
     if not data:
         raise InputError("stdin is empty: pipe the text to complete, as in `ds4spec complete < file.py`")
