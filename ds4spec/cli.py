@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -45,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A process started in the background of a script inherits SIGINT as ignored, and Python then never
+    # turns Ctrl-C into KeyboardInterrupt; ds4spec's cancel path relies on it, so claim it explicitly.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _run(argv)
     except KeyboardInterrupt:
