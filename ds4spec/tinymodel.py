@@ -347,6 +347,7 @@ def _add_weights(
     n_layer: int,
     n_embd: int,
     n_ff: int,
+    silent: list[int],
 ) -> None:
     """Random f32 weights, shaped so that greedy decoding wanders instead of looping.
 
@@ -388,12 +389,15 @@ def _add_weights(
     writer.add_tensor(name(tensors.OUTPUT_NORM), ones(n_embd))
     unit_embd = embd / np.linalg.norm(embd, axis=1, keepdims=True)
     output = normal((n_vocab, n_embd), 0.5) - np.float32(2.0) * unit_embd
+    # A zero row gives logit 0, far below the best of hundreds of random logits: never the greedy choice.
+    output[silent] = 0.0
     writer.add_tensor(name(tensors.OUTPUT), output.astype(np.float32))
 
 
 def build_tiny_gguf(path: Path, *, tokenizer: TokenizerKind = "bpe", seed: int = 0, n_layer: int = 2,
                     n_embd: int = 64, n_head: int = 4, context_length: int = 2048,
-                    fim: bool = True, chat_template: str | None = CHATML_TEMPLATE) -> Path:
+                    fim: bool = True, chat_template: str | None = CHATML_TEMPLATE,
+                    never_ends: bool = False) -> Path:
     """Write a tiny llama-architecture GGUF with random f32 weights to ``path`` and return ``path``.
 
     The same arguments always give a byte-identical file (the tokenizers are trained deterministically and
@@ -402,7 +406,9 @@ def build_tiny_gguf(path: Path, *, tokenizer: TokenizerKind = "bpe", seed: int =
     special tokens last, as in Qwen) and 600 for ``"spm"`` (``<unk>``, ``<s>``, ``<|endoftext|>``, the
     special tokens, then ``<0x00>``..``<0xFF>``, as in Llama 2, BOS added). ``<|im_end|>`` is the
     end-of-turn token; with ``fim`` the four Qwen FIM tokens are added and declared. The feed-forward width
-    is ``4 * n_embd``. The file is written under a temporary name and renamed, so a reader never sees half.
+    is ``4 * n_embd``. With ``never_ends`` no special token is ever the greedy choice, so a generation
+    runs until its token budget (for tests that need a long one, such as a Ctrl-C in the middle). The file
+    is written under a temporary name and renamed, so a reader never sees half.
     """
     if tokenizer not in ("bpe", "spm"):
         raise ValueError(f"tokenizer must be 'bpe' or 'spm', not {tokenizer!r}")
@@ -431,7 +437,8 @@ def build_tiny_gguf(path: Path, *, tokenizer: TokenizerKind = "bpe", seed: int =
     writer.add_rope_freq_base(10000.0)
     _add_tokenizer(writer, vocab, tokenizer, fim, chat_template)
     rng = np.random.default_rng(seed)
-    _add_weights(writer, rng, n_vocab=n_vocab, n_layer=n_layer, n_embd=n_embd, n_ff=n_ff)
+    silent = [i for i, t in enumerate(vocab.types) if t == gguf.TokenType.CONTROL] if never_ends else []
+    _add_weights(writer, rng, n_vocab=n_vocab, n_layer=n_layer, n_embd=n_embd, n_ff=n_ff, silent=silent)
 
     try:
         writer.write_header_to_file()
