@@ -30,7 +30,7 @@ def _sub(subparsers: argparse._SubParsersAction, name: str, **kwargs: object) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ds4spec import cli_models, complete, doctor
+    from ds4spec import bench, cli_models, complete, doctor
 
     parser = _Parser(
         prog="ds4spec",
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     complete.register(subparsers)
     cli_models.register(subparsers)
+    bench.register(subparsers)
     doctor.register(subparsers)
     return parser
 

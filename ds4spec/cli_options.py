@@ -11,7 +11,7 @@ from ds4spec.config import Settings, load_settings
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("model")
     g.add_argument("--target", metavar="NAME|PATH", help="target model: a name from `ds4spec models list` "
-                   "or a path to a GGUF file (default: the default pair's target)")
+                   "or a path to a GGUF file (default: the pair's target)")
     g.add_argument("--ctx", type=int, metavar="N", help="context size in tokens (default 4096)")
     g.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: all cores up to 4, "
                    "else half of them)")
@@ -19,6 +19,25 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                    "(default: all when llama.cpp was built with GPU support, else 0)")
     g.add_argument("--batch", type=int, metavar="N", help="tokens per forward pass when reading the "
                    "prompt (default 512)")
+
+
+def add_speculation_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("speculative decoding")
+    g.add_argument("--pair", metavar="NAME", help="model pair giving the target and drafter when not named "
+                   "(default: default; see `ds4spec models list`)")
+    g.add_argument("--draft", metavar="NAME|PATH|lookup|hybrid|none", help="the drafter: a model name, a GGUF "
+                   "file or a transformers model directory, lookup (copies matching earlier text), hybrid "
+                   "(lookup, else the pair's model drafter) or none (plain decoding); default: the pair's drafter")
+    g.add_argument("--draft-max", type=int, metavar="N", help="the most target tokens per draft; 0 disables "
+                   "speculation (default 8)")
+    g.add_argument("--draft-backend", choices=("llama", "torch"), help="run a model drafter with llama.cpp or "
+                   "transformers/torch (default: the pair's choice, else llama)")
+    g.add_argument("--p-min", type=float, metavar="P", help="a model drafter stops when its top probability "
+                   "falls below P (default 0.3)")
+    g.add_argument("--warmup", type=int, metavar="N", help="draft only once the context holds N tokens, "
+                   "prompt included (default 32)")
+    g.add_argument("--draft-deadline", type=float, metavar="S", help="a drafter slower than S seconds for one "
+                   "draft is benched for the rest of the generation (default 2)")
 
 
 def add_sampling_options(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +60,8 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 # argparse's dest names equal the Settings field names.
 _SETTING_FLAGS = (
     "target", "ctx", "threads", "gpu_layers", "batch", "max_tokens", "temperature", "top_k", "top_p", "min_p",
-    "repeat_penalty", "seed", "stop",
+    "repeat_penalty", "seed", "stop", "pair", "draft", "draft_max", "draft_backend", "p_min", "warmup",
+    "draft_deadline",
 )
 
 

@@ -8,16 +8,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ds4spec.cli_options import add_model_options, add_sampling_options, settings_from_args
-from ds4spec.config import Settings
+from ds4spec.cli_options import (
+    add_model_options,
+    add_sampling_options,
+    add_speculation_options,
+    settings_from_args,
+)
 from ds4spec.decode import GenerationRequest, generate_plain
-from ds4spec.errors import InputError, UsageError
-from ds4spec.events import Finished, FinishReason, TextChunk
-from ds4spec.loading import load_target
+from ds4spec.drafters.base import DraftContext
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.errors import InputError
+from ds4spec.events import Event, Finished, FinishReason, TextChunk
+from ds4spec.loading import check_settings, load_drafter, load_target, spec_settings
 from ds4spec.prompt import DEFAULT_CURSOR_MARKER, completion_tokens, fim_tokens, split_at_cursor
+from ds4spec.speculative import SpecSettings, generate_speculative
 from ds4spec.stats import GenerationStats
 from ds4spec.target import LlamaTarget
 
@@ -29,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Reads text on stdin and writes its continuation to stdout as it is generated.",
     )
     add_model_options(p)
+    add_speculation_options(p)
     add_sampling_options(p)
     g = p.add_argument_group("input and output")
     g.add_argument("--fim", action="store_true", help="fill in the middle: the input holds one cursor "
@@ -84,15 +93,25 @@ class _Outcome:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    _check(settings)
+    check_settings(settings)
     text = read_input(sys.stdin.buffer)
     target = load_target(settings)
+    drafter: GuardedDrafter | None = None
     try:
+        drafter = load_drafter(settings)
         prompt = build_prompt(target, text, fim=args.fim, marker=args.cursor_marker,
                               truncate=args.truncate, max_tokens=settings.max_tokens)
         request = GenerationRequest(prompt, settings.max_tokens, settings.sampling(), settings.stop)
-        outcome = _generate(target, request, stream=not args.json)
+        # The drafter continues the text the target sees: for FIM, the text before the cursor.
+        if args.fim:
+            seen = split_at_cursor(text, args.cursor_marker)[0].encode()
+        else:
+            seen = target.tokenizer.detokenize(prompt)
+        events = _events(target, drafter, request, DraftContext(text=seen), spec_settings(settings))
+        outcome = _consume(events, stream=not args.json, prompt_tokens=len(prompt))
     finally:
+        if drafter:
+            drafter.close()
         target.close()
     if args.json:
         _write_json(outcome)
@@ -101,19 +120,16 @@ def run(args: argparse.Namespace) -> int:
     return 130 if outcome.reason is FinishReason.CANCELLED else 0
 
 
-def _check(settings: Settings) -> None:
-    if settings.max_tokens < 1:
-        raise UsageError(f"--max-tokens must be at least 1, got {settings.max_tokens}")
-    try:
-        settings.sampling().validate()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+def _events(target: LlamaTarget, drafter: GuardedDrafter | None, request: GenerationRequest,
+            context: DraftContext, spec: SpecSettings) -> Iterator[Event]:
+    if drafter is None:
+        return generate_plain(target, request)
+    return generate_speculative(target, drafter, request, context, spec)
 
 
-def _generate(target: LlamaTarget, request: GenerationRequest, *, stream: bool) -> _Outcome:
+def _consume(events: Iterator[Event], *, stream: bool, prompt_tokens: int) -> _Outcome:
     out = sys.stdout.buffer
     parts: list[str] = []
-    events = generate_plain(target, request)
     try:
         for event in events:
             if isinstance(event, TextChunk):
@@ -125,8 +141,8 @@ def _generate(target: LlamaTarget, request: GenerationRequest, *, stream: bool) 
                 return _Outcome("".join(parts), event.reason, event.stats)
     except KeyboardInterrupt:
         # Ctrl-C while we were writing rather than computing: what was written stays written.
-        events.close()
-        return _Outcome("".join(parts), FinishReason.CANCELLED, GenerationStats(len(request.prompt_tokens)))
+        events.close()  # type: ignore[attr-defined]
+        return _Outcome("".join(parts), FinishReason.CANCELLED, GenerationStats(prompt_tokens))
     raise RuntimeError("the generator ended without a Finished event")
 
 

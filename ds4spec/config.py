@@ -24,7 +24,14 @@ from ds4spec.target import TargetOptions
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    target: str | None = None  # a model name or a path to a GGUF file; None: the default pair's target
+    pair: str = "default"  # the preset giving the target and the drafter when they are not named
+    target: str | None = None  # a model name or a path to a GGUF file; None: the pair's target
+    draft: str | None = None  # none, lookup, hybrid, a model name or path; None: the pair's drafter
+    draft_max: int = 8  # the most target tokens one draft may hold
+    draft_backend: str | None = None  # llama or torch for a model drafter; None: the pair's choice (else llama)
+    p_min: float = 0.3  # a model drafter stops when its top probability falls below this
+    warmup: int = 32  # speculation starts once the context holds this many tokens (prompt included)
+    draft_deadline: float = 2.0  # seconds; a drafter slower than this for one proposal is benched
     ctx: int = 4096
     threads: int | None = None
     gpu_layers: int | None = None
@@ -73,7 +80,9 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             if isinstance(value, list) and all(isinstance(v, str) for v in value):
                 return tuple(value)
             raise TypeError("a list of strings")
-        if value is None or (isinstance(value, str) and value.lower() in ("", "none") and _optional(name)):
+        # "none" clears an optional number (DS4SPEC_SEED=none); for strings it is a value (--draft none).
+        clears = ("",) if kind is str else ("", "none")
+        if value is None or (isinstance(value, str) and value.lower() in clears and _optional(name)):
             if not _optional(name):
                 raise TypeError(kind.__name__)
             return None

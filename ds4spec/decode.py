@@ -1,6 +1,7 @@
 """Plain decoding: the target alone, one token per forward pass. The baseline everything is measured against.
 
-It yields the same event stream as speculative decoding will, so every face works with both.
+It yields the same event stream as speculative decoding, and both commit tokens through ``OutputStream``,
+so both end at exactly the same place (end of generation, stop string, token budget).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ds4spec.sampling import Sampler, SamplingSettings
 from ds4spec.stats import GenerationStats
 from ds4spec.target import LlamaTarget
 from ds4spec.textstream import TextAssembler
+from ds4spec.tokenizer import LlamaTokenizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,32 +43,41 @@ def prepare_context(target: LlamaTarget, prompt: Sequence[int]) -> list[int]:
     return list(prompt[common:])
 
 
-def generate_plain(
-    target: LlamaTarget, request: GenerationRequest, *, cancelled: Callable[[], bool] = lambda: False
-) -> Iterator[Event]:
-    """Yields committed text as it is generated, then one ``Finished``.
+class OutputStream:
+    """Commits tokens one at a time and says when generation must end, as plain decoding defines it."""
 
-    Ctrl-C while llama.cpp computes ends the generation with ``CANCELLED`` and the statistics so far; text
-    held back as a possible stop-string prefix is then dropped, as it was never shown.
-    """
-    sampler = Sampler(request.sampling)
-    stats = GenerationStats(prompt_tokens=len(request.prompt_tokens), seed=sampler.seed)
-    text = TextAssembler(request.stop)
-    clock = _Clock()
-    committed: list[int] = []
-    try:
-        reason = yield from _decode_loop(target, request, sampler, text, stats, committed, cancelled, clock)
-    except KeyboardInterrupt:
-        reason = FinishReason.CANCELLED
-    if reason is not FinishReason.CANCELLED:
-        tail = text.finish()
-        if tail.text:
-            yield TextChunk(tail.text, Provenance.TARGET)
-    stats.prompt_seconds, stats.generation_seconds = clock.split()
-    yield Finished(reason, stats, tuple(committed))
+    def __init__(self, tokenizer: LlamaTokenizer, request: GenerationRequest, stats: GenerationStats) -> None:
+        self._tok = tokenizer
+        self._max = request.max_tokens
+        self._text = TextAssembler(request.stop)
+        self.stats = stats
+        self.tokens: list[int] = []
+
+    def commit(self, token: int, provenance: Provenance) -> tuple[TextChunk | None, FinishReason | None]:
+        """Commits ``token``; returns the text it releases and the finish reason if generation ends here."""
+        if self._tok.is_eog(token):
+            return None, FinishReason.EOG
+        self.tokens.append(token)
+        self.stats.committed_tokens += 1
+        released = self._text.feed(self._tok.piece(token))
+        chunk = TextChunk(released.text, provenance) if released.text else None
+        if released.stopped:
+            return chunk, FinishReason.STOP
+        if len(self.tokens) >= self._max:
+            return chunk, FinishReason.LENGTH
+        return chunk, None
+
+    def finish(self, reason: FinishReason, clock: Clock) -> Iterator[Event]:
+        """The held-back tail (unless cancelled: it was never shown) and the one ``Finished`` event."""
+        if reason is not FinishReason.CANCELLED:
+            tail = self._text.finish()
+            if tail.text:
+                yield TextChunk(tail.text, Provenance.TARGET)
+        self.stats.prompt_seconds, self.stats.generation_seconds = clock.split()
+        yield Finished(reason, self.stats, tuple(self.tokens))
 
 
-class _Clock:
+class Clock:
     """Prompt time and generation time, split at the moment the prompt's logits are in."""
 
     def __init__(self) -> None:
@@ -83,36 +94,45 @@ class _Clock:
         return self.prompt_done - self.start, now - self.prompt_done
 
 
+def generate_plain(
+    target: LlamaTarget, request: GenerationRequest, *, cancelled: Callable[[], bool] = lambda: False
+) -> Iterator[Event]:
+    """Yields committed text as it is generated, then one ``Finished``.
+
+    Ctrl-C while llama.cpp computes ends the generation with ``CANCELLED`` and the statistics so far; text
+    held back as a possible stop-string prefix is then dropped, as it was never shown.
+    """
+    sampler = Sampler(request.sampling)
+    stats = GenerationStats(prompt_tokens=len(request.prompt_tokens), seed=sampler.seed)
+    out = OutputStream(target.tokenizer, request, stats)
+    clock = Clock()
+    try:
+        reason = yield from _decode_loop(target, request, sampler, out, cancelled, clock)
+    except KeyboardInterrupt:
+        reason = FinishReason.CANCELLED
+    yield from out.finish(reason, clock)
+
+
 def _decode_loop(
     target: LlamaTarget,
     request: GenerationRequest,
     sampler: Sampler,
-    text: TextAssembler,
-    stats: GenerationStats,
-    committed: list[int],
+    out: OutputStream,
     cancelled: Callable[[], bool],
-    clock: _Clock,
+    clock: Clock,
 ) -> Generator[Event, None, FinishReason]:
     logits = target.eval_prompt(prepare_context(target, request.prompt_tokens))
     clock.mark_prompt_done()
     while True:
-        if stats.committed_tokens >= request.max_tokens:
-            return FinishReason.LENGTH
         if cancelled():
             return FinishReason.CANCELLED
         token = sampler.choose(logits, target.recent_tokens(request.sampling.repeat_last_n))
-        if target.tokenizer.is_eog(token):
-            return FinishReason.EOG
-        stats.committed_tokens += 1
-        committed.append(token)
-        released = text.feed(target.tokenizer.piece(token))
-        if released.text:
-            yield TextChunk(released.text, Provenance.TARGET)
-        if released.stopped:
-            return FinishReason.STOP
-        if stats.committed_tokens >= request.max_tokens:
-            return FinishReason.LENGTH
+        chunk, reason = out.commit(token, Provenance.TARGET)
+        if chunk:
+            yield chunk
+        if reason:
+            return reason
         if target.n_past >= target.n_ctx:
             return FinishReason.CONTEXT
         logits = target.eval_span([token])[0]
-        stats.target_forward_passes += 1
+        out.stats.target_forward_passes += 1

@@ -12,7 +12,8 @@ Vocabulary, used with exactly these meanings everywhere in ds4spec:
   Every committed token is either accepted (provenance ``DRAFT``) or the target's own (provenance
   ``TARGET``: plain steps, corrections and bonus tokens).
 
-A generator yields ``TextChunk`` events as text is committed, then exactly one ``Finished``.
+A generator yields ``TextChunk`` events as text is committed (and, when speculating, a ``CycleReport`` per
+verify pass), then exactly one ``Finished``.
 """
 
 from __future__ import annotations
@@ -47,10 +48,21 @@ class TextChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class CycleReport:
+    """One speculative cycle: ``drafted`` tokens verified in one target pass, ``accepted`` of them kept,
+    plus the target's own token (correction or bonus). Emitted before the cycle's text."""
+
+    drafted: int
+    accepted: int
+    draft_seconds: float
+    verify_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     reason: FinishReason
     stats: GenerationStats
     tokens: tuple[int, ...] = ()  # the committed token ids, in order (end-of-generation tokens excluded)
 
 
-Event = TextChunk | Finished
+Event = TextChunk | CycleReport | Finished

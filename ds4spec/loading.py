@@ -1,25 +1,91 @@
-"""From settings to a loaded target model, with one-line errors for every way that can fail."""
+"""From settings to loaded models (the target, and the drafter of the pair or of ``--draft``)."""
 
 from __future__ import annotations
 
+import sys
+
 from ds4spec.config import Settings
-from ds4spec.errors import UsageError
-from ds4spec.store import load_pairs, resolve_model
+from ds4spec.drafters.factory import KEYWORDS, DrafterSpec, build_drafter
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.errors import ModelError, UsageError
+from ds4spec.manifests import Pair, find_pair
+from ds4spec.speculative import SpecSettings
+from ds4spec.store import resolve_model
 from ds4spec.target import LlamaTarget
 
-DEFAULT_PAIR = "default"
 
-
-def target_name(settings: Settings) -> str:
-    if settings.target:
-        return settings.target
-    return load_pairs()[DEFAULT_PAIR].target
-
-
-def load_target(settings: Settings) -> LlamaTarget:
+def check_settings(settings: Settings) -> None:
+    """Usage errors that need no model: reported before anything is loaded."""
     if settings.ctx < 16:
         raise UsageError(f"--ctx must be at least 16 tokens, got {settings.ctx}")
     if settings.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {settings.batch}")
+    if settings.max_tokens < 1:
+        raise UsageError(f"--max-tokens must be at least 1, got {settings.max_tokens}")
+    if not 0 <= settings.draft_max < settings.batch:
+        raise UsageError(f"--draft-max must be between 0 and {settings.batch - 1}, got {settings.draft_max}")
+    if not 0 <= settings.p_min <= 1:
+        raise UsageError(f"--p-min must be between 0 and 1, got {settings.p_min}")
+    if settings.draft_backend not in (None, "llama", "torch"):
+        raise UsageError(f"--draft-backend must be llama or torch, got {settings.draft_backend!r}")
+    if settings.draft_deadline <= 0:
+        raise UsageError(f"--draft-deadline must be positive, got {settings.draft_deadline}")
+    try:
+        settings.sampling().validate()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def pair_of(settings: Settings) -> Pair:
+    return find_pair(settings.pair)
+
+
+def target_name(settings: Settings) -> str:
+    return settings.target or pair_of(settings).target
+
+
+def load_target(settings: Settings) -> LlamaTarget:
     resolved = resolve_model(target_name(settings))
     return LlamaTarget(resolved.path, settings.target_options())
+
+
+def drafter_spec(settings: Settings) -> DrafterSpec:
+    pair = pair_of(settings)
+    draft = settings.draft or pair.drafter
+    # The pair's backend applies to the pair's own drafter; a drafter named on the command line runs in
+    # llama.cpp unless --draft-backend says otherwise.
+    pair_model = draft in (pair.drafter, "hybrid") and not settings.draft_backend
+    backend = settings.draft_backend or (pair.drafter_backend if pair_model else "llama")
+    return DrafterSpec(
+        draft=draft,
+        model=pair.drafter if draft in KEYWORDS else draft,
+        backend=backend,  # type: ignore[arg-type]
+        p_min=settings.p_min,
+        n_ctx=settings.ctx,
+        threads=settings.threads,
+        gpu_layers=settings.gpu_layers,
+    )
+
+
+def load_drafter(settings: Settings) -> GuardedDrafter | None:
+    """The drafter to speculate with, or None for plain decoding (``--draft none`` or ``--draft-max 0``).
+
+    A drafter the user named must load. The pair's own drafter, used implicitly, may be missing (not pulled
+    yet): then ds4spec says so on stderr and decodes without speculation rather than refusing to work.
+    """
+    if settings.draft_max == 0:
+        return None
+    try:
+        drafter = build_drafter(drafter_spec(settings))
+    except ModelError as exc:
+        if settings.draft is not None:
+            raise
+        print(f"ds4spec: note: {exc}; decoding without speculation", file=sys.stderr)
+        return None
+    return GuardedDrafter(drafter, deadline_s=settings.draft_deadline) if drafter else None
+
+
+def spec_settings(settings: Settings) -> SpecSettings:
+    return SpecSettings(
+        draft_max=settings.draft_max, warmup_tokens=settings.warmup, deadline_s=settings.draft_deadline
+    )

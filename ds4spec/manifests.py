@@ -121,6 +121,7 @@ class Pair:
     target: str
     drafter: str
     description: str = ""
+    drafter_backend: Literal["llama", "torch"] = "llama"  # llama.cpp, or transformers/torch on the same GGUF
     pairs_path: Path | None = field(default=None, compare=False)
 
 
@@ -281,10 +282,17 @@ def parse_pairs(path: Path) -> dict[str, Pair]:
             target=t.get_str("target"),
             drafter=t.get_str("drafter"),
             description=t.get_str("description", required=False) or "",
+            drafter_backend=_backend(t.get_str("drafter_backend", required=False) or "llama", path, name),
             pairs_path=path,
         )
         t.check_unknown()
     return pairs
+
+
+def _backend(value: str, path: Path, pair: str) -> Literal["llama", "torch"]:
+    if value not in ("llama", "torch"):
+        raise ManifestError(f"{_where(path)}: key '{pair}.drafter_backend': expected 'llama' or 'torch', got {value!r}")
+    return value  # type: ignore[return-value]
 
 
 # --- loading ------------------------------------------------------------------------------------------------

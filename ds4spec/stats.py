@@ -19,6 +19,11 @@ class GenerationStats:
     bonus_tokens: int = 0
     prompt_seconds: float = 0.0
     generation_seconds: float = 0.0  # from the first generated token's evaluation to the end
+    draft_seconds: float = 0.0  # drafter proposals and their alignment to target tokens
+    verify_seconds: float = 0.0  # target forward passes over [pending, *draft] and the verdicts
+    verify_passes_with_draft: int = 0
+    drafter_failures: int = 0  # cycles where the drafter raised, missed its deadline or returned garbage
+    plain_step_seconds: float = 0.0  # measured (or estimated) cost of one plain decoding step
     seed: int | None = None
 
     @property
@@ -29,16 +34,52 @@ class GenerationStats:
     def acceptance_rate(self) -> float:
         return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
 
+    @property
+    def mean_accepted_length(self) -> float:
+        """Accepted tokens per verify pass that carried a draft."""
+        return self.accepted_tokens / self.verify_passes_with_draft if self.verify_passes_with_draft else 0.0
+
+    @property
+    def tokens_per_target_pass(self) -> float:
+        return self.committed_tokens / self.target_forward_passes if self.target_forward_passes else 0.0
+
+    @property
+    def other_seconds(self) -> float:
+        return max(self.generation_seconds - self.draft_seconds - self.verify_seconds, 0.0)
+
+    @property
+    def speedup_over_plain(self) -> float:
+        """Tokens/s over the plain rate (one token per measured plain step); 0 when not measured."""
+        if self.plain_step_seconds <= 0 or self.generation_seconds <= 0:
+            return 0.0
+        return self.tokens_per_second * self.plain_step_seconds
+
     def as_dict(self) -> dict[str, float | int | None]:
         data: dict[str, float | int | None] = asdict(self)
         data["tokens_per_second"] = round(self.tokens_per_second, 3)
         data["acceptance_rate"] = round(self.acceptance_rate, 4)
+        data["mean_accepted_length"] = round(self.mean_accepted_length, 3)
+        data["tokens_per_target_pass"] = round(self.tokens_per_target_pass, 3)
+        data["other_seconds"] = round(self.other_seconds, 4)
+        data["speedup_over_plain"] = round(self.speedup_over_plain, 3)
         return data
 
     def summary_line(self) -> str:
         """One human line for ``--stats`` on stderr."""
-        return (
+        line = (
             f"prompt {self.prompt_tokens} tokens in {self.prompt_seconds:.2f} s; "
             f"generated {self.committed_tokens} tokens in {self.generation_seconds:.2f} s "
             f"({self.tokens_per_second:.2f} tokens/s, {self.target_forward_passes} target passes)"
         )
+        if self.drafted_tokens or self.drafter_failures:
+            line += (
+                f"; drafted {self.drafted_tokens}, accepted {self.accepted_tokens} "
+                f"({self.acceptance_rate:.0%}, {self.mean_accepted_length:.2f} per verify pass), "
+                f"{self.tokens_per_target_pass:.2f} tokens per target pass; time drafting "
+                f"{self.draft_seconds:.2f} s, verifying {self.verify_seconds:.2f} s, other {self.other_seconds:.2f} s"
+            )
+            if self.speedup_over_plain:
+                line += f"; {self.speedup_over_plain:.2f}x the plain rate"
+            if self.drafter_failures:
+                line += f"; drafter failed {self.drafter_failures} times"
+        return line

@@ -3,7 +3,8 @@
 #
 #   scripts/setup.sh install   create .venv, build llama.cpp for this machine, install ds4spec, self-check
 #   scripts/setup.sh demo      install, pull the default models, complete a code prompt
-#   scripts/setup.sh test      install, pull the default models, run the whole test suite (both tiers)
+#   scripts/setup.sh test      install, pull the models of the default and qwen-drafter pairs, run the whole
+#                              test suite (both tiers)
 #
 # Environment:
 #   DS4SPEC_VENV           virtual environment path (default: .venv in the repository)
@@ -118,7 +119,8 @@ main() {
             ;;
         test)
             install_all
-            "$VENV/bin/ds4spec" models pull default
+            # The real tier runs the default pair and the Qwen-0.5B transformers drafter.
+            "$VENV/bin/ds4spec" models pull default qwen-drafter
             cd "$ROOT"
             "$VENV/bin/python" -m pytest "$@"
             ;;

@@ -18,6 +18,9 @@ PROMPT = b"def fibonacci(n):\n"
 
 
 def ds4spec(*args: str, stdin: bytes = PROMPT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs the CLI; `complete` speculates with the lookup drafter unless the test names another."""
+    if args[:1] == ("complete",) and not any(a.startswith("--draft") for a in args):
+        args = (*args, "--draft", "lookup", "--warmup", "0")
     return subprocess.run(
         [sys.executable, "-m", "ds4spec", *args],
         input=stdin,
@@ -137,6 +140,27 @@ def test_corrupt_model_file_is_refused_with_one_line(tmp_path: Path, tiny_bpe_gg
 
 def test_unknown_model_name_lists_the_known_ones() -> None:
     one_line_error(ds4spec("complete", "--target", "gpt-17"), 2, "unknown model 'gpt-17'", "qwen2.5-coder-1.5b")
+
+
+def test_a_missing_pair_drafter_falls_back_to_plain_decoding_with_a_note(tiny_bpe_gguf: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ds4spec", "complete", "--target", str(tiny_bpe_gguf),
+                           "--max-tokens", "8"], input=PROMPT, capture_output=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout
+    assert proc.stderr.decode().startswith("ds4spec: note: model smollm2-135m is not downloaded")
+    assert "decoding without speculation" in proc.stderr.decode()
+
+
+def test_a_named_drafter_that_is_missing_is_an_error(tiny_bpe_gguf: Path) -> None:
+    one_line_error(ds4spec("complete", "--target", str(tiny_bpe_gguf), "--draft", "smollm2-135m"), 1,
+                   "ds4spec models pull smollm2-135m")
+
+
+def test_speculative_output_equals_plain_output_through_the_cli(tiny_bpe_gguf: Path) -> None:
+    base = ("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "40")
+    plain = ds4spec(*base, "--draft", "none", stdin=PROMPT * 3)
+    spec = ds4spec(*base, "--draft", "lookup", "--draft-max", "6", "--warmup", "0", "--stats", stdin=PROMPT * 3)
+    assert spec.returncode == 0 and plain.returncode == 0
+    assert spec.stdout == plain.stdout
 
 
 def test_default_model_not_downloaded_says_how_to_pull_it() -> None:

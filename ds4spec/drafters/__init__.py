@@ -1,0 +1,1 @@
+"""Drafters: small, cheap proposers of text that the target then verifies. See ``base.Drafter``."""

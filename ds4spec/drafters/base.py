@@ -1,0 +1,80 @@
+"""The drafter contract: propose text that may follow the committed text. Nothing more.
+
+A drafter never sees target tokens: drafts travel as text (bytes), so a drafter may use any tokenizer.
+The engine calls, per generation::
+
+    drafter.begin(context)          # the prompt: raw text (completion) or messages (chat)
+    loop:
+        draft = drafter.propose(n)  # up to n of the drafter's own tokens of continuation, as bytes
+        ...verification...
+        drafter.extend(committed)   # the bytes committed this cycle (accepted draft + target token)
+
+``extend`` must cost the same at token 50 and at token 5,000: a drafter re-tokenizes only a bounded
+tail of its text and keeps its KV cache for the unchanged prefix. A drafter may raise, be slow, or return
+nonsense: the engine survives all three and the output does not change (the verifier decides).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ds4spec.prompt import ChatMessage
+
+
+@dataclass(frozen=True, slots=True)
+class DraftContext:
+    """What the generation starts from. Exactly one of ``text`` and ``messages`` is set.
+
+    ``text``: completion mode, the raw prompt text (for FIM, the text before the cursor).
+    ``messages``: chat mode; the drafter renders them with its own chat template and an open assistant turn.
+    """
+
+    text: bytes | None = None
+    messages: Sequence[ChatMessage] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.text is None) == (self.messages is None):
+            raise ValueError("a DraftContext holds either text or messages")
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A proposed continuation of the committed text.
+
+    ``text`` may end inside a UTF-8 character or a word; the aligner cuts what is not yet stable.
+    ``confidences`` are the drafter's own probabilities of its tokens, when it has them (for the policy).
+    """
+
+    text: bytes
+    source: str  # "model" or "lookup"
+    drafter_tokens: int = 0  # how many of its own tokens the drafter generated (cost accounting)
+    confidences: Sequence[float] = field(default_factory=tuple)
+
+
+NO_DRAFT = Draft(b"", "none")
+
+
+class Drafter(ABC):
+    """Proposes text. Implementations: llama.cpp, transformers, text lookup, hybrid."""
+
+    name: str = "drafter"
+
+    @abstractmethod
+    def begin(self, context: DraftContext) -> None:
+        """Starts a generation from ``context``, forgetting any earlier one (its caches may be reused)."""
+
+    @abstractmethod
+    def extend(self, committed: bytes) -> None:
+        """Appends bytes the target committed (they follow the prompt and everything extended before)."""
+
+    @abstractmethod
+    def propose(self, max_tokens: int) -> Draft:
+        """Up to ``max_tokens`` of the drafter's own tokens of continuation; ``NO_DRAFT`` when it has none.
+
+        A model drafter stops early when its top probability falls below its ``p_min``.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook; most drafters hold nothing to release
+        """Releases models and memory."""

@@ -1,0 +1,64 @@
+"""From a ``--draft`` value to a drafter. New drafters plug in here; the engine never changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ds4spec.drafters.base import Drafter
+from ds4spec.errors import UsageError
+from ds4spec.store import resolve_model
+
+Backend = Literal["llama", "torch"]
+KEYWORDS = ("none", "lookup", "hybrid")
+
+
+@dataclass(frozen=True, slots=True)
+class DrafterSpec:
+    """What to build: ``draft`` is none, lookup, hybrid, a model name, a GGUF path or a transformers directory.
+
+    ``model`` and ``backend`` name the model drafter for ``hybrid`` (and for a pair's default).
+    """
+
+    draft: str
+    model: str | None = None
+    backend: Backend = "llama"
+    p_min: float = 0.3
+    n_ctx: int = 4096
+    threads: int | None = None
+    gpu_layers: int | None = None
+
+
+def build_drafter(spec: DrafterSpec) -> Drafter | None:
+    if spec.draft == "none":
+        return None
+    if spec.draft == "lookup":
+        from ds4spec.drafters.lookup import LookupDrafter
+
+        return LookupDrafter()
+    if spec.draft == "hybrid":
+        from ds4spec.drafters.hybrid import HybridDrafter
+        from ds4spec.drafters.lookup import LookupDrafter
+
+        if not spec.model:
+            raise UsageError("--draft hybrid needs a model drafter: pass --pair or --draft-model")
+        return HybridDrafter(LookupDrafter(), _model_drafter(spec.model, spec.backend, spec))
+    return _model_drafter(spec.draft, spec.backend, spec)
+
+
+def _model_drafter(name: str, backend: Backend, spec: DrafterSpec) -> Drafter:
+    directory = Path(name).expanduser()
+    if directory.is_dir():  # a Hugging Face model directory: only transformers reads it
+        from ds4spec.drafters.torch_drafter import TorchDrafter
+
+        return TorchDrafter(directory, p_min=spec.p_min, n_threads=spec.threads)
+    path = resolve_model(name).path
+    if backend == "torch":
+        from ds4spec.drafters.torch_drafter import TorchDrafter
+
+        return TorchDrafter(path, p_min=spec.p_min, n_threads=spec.threads)
+    from ds4spec.drafters.llama_drafter import LlamaDrafter
+
+    return LlamaDrafter(path, n_ctx=spec.n_ctx, p_min=spec.p_min, n_threads=spec.threads,
+                        n_gpu_layers=spec.gpu_layers)

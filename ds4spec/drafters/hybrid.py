@@ -1,0 +1,49 @@
+"""Lookup when it has a match, the model otherwise.
+
+A lookup draft costs nothing and, when the answer copies its input, is long and right; a model draft costs the
+drafter's forward passes but does not need the text to repeat. Asking lookup first spends the model only where
+copying has nothing to offer.
+"""
+
+from __future__ import annotations
+
+from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+
+
+class HybridDrafter(Drafter):
+    """Lookup when it has a match, the model otherwise.
+
+    Both sub-drafters see every ``begin`` and ``extend``, also while lookup is the one proposing: the model's
+    ``extend`` is incremental and cheap, and a model that fell behind would have to re-read the whole text the
+    first time lookup has nothing.
+    """
+
+    def __init__(self, lookup: Drafter, model: Drafter) -> None:
+        self.lookup = lookup
+        self.model = model
+        self.name = f"hybrid({lookup.name}+{model.name})"
+
+    def begin(self, context: DraftContext) -> None:
+        """Starts both sub-drafters on the same context."""
+        self.lookup.begin(context)
+        self.model.begin(context)
+
+    def extend(self, committed: bytes) -> None:
+        """Keeps both sub-drafters in step with the committed text."""
+        self.lookup.extend(committed)
+        self.model.extend(committed)
+
+    def propose(self, max_tokens: int) -> Draft:
+        """The lookup draft when it has one (its ``source`` says so), else the model's."""
+        draft = self.lookup.propose(max_tokens)
+        if draft.text:
+            return draft
+        draft = self.model.propose(max_tokens)
+        return draft if draft.text else NO_DRAFT
+
+    def close(self) -> None:
+        """Closes both, the model even when closing lookup fails."""
+        try:
+            self.lookup.close()
+        finally:
+            self.model.close()

@@ -1,0 +1,280 @@
+"""The text lookup drafter and the lookup-then-model hybrid: what they propose, and what that costs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.drafters.hybrid import HybridDrafter
+from ds4spec.drafters.lookup import LookupDrafter
+from ds4spec.prompt import ChatMessage
+
+# Edit/0 of /work/shared/bench/edits.jsonl (derived from HumanEval/0, MIT licence), as the engine would see it.
+EDIT_INSTRUCTION = (
+    "Rename the function `has_close_elements` to `do_has_close_elements` everywhere in the code below, keep "
+    "everything else unchanged, and reply with the complete updated code in one fenced block."
+)
+EDIT_CODE = '''from typing import List
+
+
+def has_close_elements(numbers: List[float], threshold: float) -> bool:
+    """ Check if in given list of numbers, are any two numbers closer to each other than
+    given threshold.
+    >>> has_close_elements([1.0, 2.0, 3.0], 0.5)
+    False
+    >>> has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)
+    True
+    """
+    for idx, elem in enumerate(numbers):
+        for idx2, elem2 in enumerate(numbers):
+            if idx != idx2:
+                distance = abs(elem - elem2)
+                if distance < threshold:
+                    return True
+
+    return False
+'''
+
+
+def started(text: bytes, **options: float) -> LookupDrafter:
+    drafter = LookupDrafter(**options)  # type: ignore[arg-type]
+    drafter.begin(DraftContext(text=text))
+    return drafter
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def test_proposes_the_continuation_of_the_last_earlier_occurrence() -> None:
+    drafter = started(b"alpha = compute(1)\nbeta = compute(2)\ngamma = comp")
+    draft = drafter.propose(2)  # 2 tokens at 3.5 bytes each: 7 bytes
+    assert draft == Draft(b"ute(2)\n", "lookup", 0, ())
+    assert drafter.propose(100).text == b"ute(2)\ngamma = comp"  # never more than the text that exists
+
+
+def test_prefers_the_longest_then_most_recent_match() -> None:
+    # "app" last occurred in y.append, but "\nx.app" is longer and occurred only once, in the first line.
+    assert started(b"\nx.append(1)\ny.append(2)\nx.app", min_match=3).propose(2).text == b"end(1)\n"
+    # Equally long matches: the most recent one wins.
+    assert started(b"\nx.append(1)\n\nx.append(2)\n\nx.app").propose(2).text == b"end(2)\n"
+
+
+def test_proposes_nothing_without_a_match() -> None:
+    assert started(b"abcdef").propose(8) is NO_DRAFT
+    assert started(b"abab").propose(8) is NO_DRAFT  # shorter than min_match (5)
+    assert started(b"abcabc").propose(0) is NO_DRAFT  # no budget
+    fresh = started(b"def f(x):\n    return x\n")
+    fresh.extend(b"qwz")
+    assert fresh.propose(8) is NO_DRAFT
+
+
+def test_never_matches_the_suffix_with_itself() -> None:
+    assert started(b"a unique text").propose(8) is NO_DRAFT  # "ext" occurs only as the suffix itself
+    assert started(b"aaaa", min_match=3).propose(8).text == b"a"  # the occurrence ending at 3: one existing byte
+    assert started(b"abcabc", min_match=3).propose(8).text == b"abc"
+
+
+def run_edit(step: int) -> tuple[float, LookupDrafter, int]:
+    """Commits the renamed code piece by piece as the engine would: the matching prefix of each draft, then
+    ``step`` bytes standing in for the target's own token. Returns the fraction of proposed bytes that were right."""
+    answer = ("```python\n" + EDIT_CODE.replace("has_close_elements", "do_has_close_elements") + "```").encode()
+    drafter = LookupDrafter()
+    drafter.begin(DraftContext(messages=[ChatMessage("user", f"{EDIT_INSTRUCTION}\n\n```python\n{EDIT_CODE}```")]))
+    proposed = right = cycles = pos = 0
+    while pos < len(answer):
+        draft = drafter.propose(16).text
+        accepted = common_prefix(draft, answer[pos:])
+        proposed, right, cycles = proposed + len(draft), right + accepted, cycles + 1
+        drafter.extend(answer[pos : pos + accepted + step])
+        pos += accepted + step
+    return right / proposed, drafter, cycles
+
+
+def test_resynchronises_after_a_renamed_identifier() -> None:
+    fraction, drafter, cycles = run_edit(step=4)
+    assert fraction > 0.85  # measured 0.93: the misses are the first renamed use and the closing fence
+    assert cycles < 16  # for 622 bytes (measured 13)
+    assert drafter.renames == {b"has_close_elements": b"do_has_close_elements"}
+    assert run_edit(step=1)[0] > 0.75  # one byte per target token: more, shorter drafts (measured 0.83)
+
+
+def test_applies_a_learned_rename_to_whole_identifiers_only() -> None:
+    drafter = started(b"def ab(x):\n    return ab(x) + cab(x) + ab_2 + ab\n\n", min_match=3)
+    drafter.extend(b"def ")
+    assert drafter.propose(8).text.startswith(b"ab(x):")  # copying the function
+    drafter.extend(b"do_ab(x):\n   ")  # the answer renamed it, then went on copying
+    assert drafter.propose(16).text == b" return do_ab(x) + cab(x) + ab_2 + do_ab\n\ndef do_ab(x):\n"
+    assert drafter.renames == {b"ab": b"do_ab"}  # learned when the copy resumed after the break
+
+
+class CountingIndex(dict[bytes, int]):
+    """A dict that counts the operations the drafter does on it."""
+
+    ops = 0
+
+    def __setitem__(self, key: bytes, value: int) -> None:
+        CountingIndex.ops += 1
+        super().__setitem__(key, value)
+
+    def get(self, key: bytes, default: int | None = None) -> int | None:  # type: ignore[override]
+        CountingIndex.ops += 1
+        return super().get(key, default)
+
+
+class CountingLookup(LookupDrafter):
+    index_factory = CountingIndex
+
+
+def ops_of(action: object) -> int:
+    before = CountingIndex.ops
+    action()  # type: ignore[operator]
+    return CountingIndex.ops - before
+
+
+def test_cost_per_extend_does_not_grow_with_the_text() -> None:
+    drafter = CountingLookup()
+    drafter.begin(DraftContext(text=EDIT_CODE.encode()))
+    chunk = b"    value = compute(value, 17)\n"
+    early = ops_of(lambda: drafter.extend(chunk))
+    for i in range(2000):  # about 60 kB more
+        drafter.extend(b"    v%d = compute(value, %d)\n" % (i, i))
+    late = ops_of(lambda: drafter.extend(chunk))
+    assert early == late == len(drafter.lengths) * len(chunk)
+    assert ops_of(lambda: drafter.propose(16)) <= len(drafter.lengths)
+
+
+def test_chat_mode_searches_the_message_contents() -> None:
+    drafter = LookupDrafter()
+    messages = [ChatMessage("system", "You edit code."), ChatMessage("user", "def area(r):\n    return 3.14 * r * r")]
+    drafter.begin(DraftContext(messages=messages))
+    assert drafter.text == b"You edit code.\ndef area(r):\n    return 3.14 * r * r\n"  # no roles, no markup
+    drafter.extend(b"def area(r):\n    ret")
+    assert drafter.propose(4).text == b"urn 3.14 * r *"  # 4 tokens of 3.5 bytes
+
+
+class ScriptedModel(Drafter):
+    """A test double for the hybrid's routing: proposes a fixed text and records what it was told."""
+
+    name = "scripted"
+
+    def __init__(self, proposal: bytes = b"MODEL") -> None:
+        self.proposal = proposal
+        self.contexts: list[DraftContext] = []
+        self.committed = b""
+        self.proposals = 0
+        self.closed = False
+
+    def begin(self, context: DraftContext) -> None:
+        self.contexts.append(context)
+        self.committed = b""
+
+    def extend(self, committed: bytes) -> None:
+        self.committed += committed
+
+    def propose(self, max_tokens: int) -> Draft:
+        self.proposals += 1
+        return Draft(self.proposal, "model", drafter_tokens=max_tokens, confidences=(0.9,) * max_tokens)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_hybrid_uses_lookup_when_it_matches_and_the_model_otherwise() -> None:
+    model = ScriptedModel()
+    hybrid = HybridDrafter(LookupDrafter(), model)
+    assert hybrid.name == "hybrid(lookup+scripted)"
+    hybrid.begin(DraftContext(text=b"print(x)\nprint(y)\npri"))
+    assert hybrid.propose(2) == Draft(b"nt(y)\np", "lookup", 0, ())
+    assert model.proposals == 0  # a lookup draft spends nothing on the model
+    hybrid.extend(b"zqk")
+    draft = hybrid.propose(3)
+    assert (draft.text, draft.source, draft.drafter_tokens) == (b"MODEL", "model", 3)
+    assert HybridDrafter(LookupDrafter(), ScriptedModel(b"")).propose(3) is NO_DRAFT
+
+
+def test_hybrid_keeps_the_model_in_sync() -> None:
+    model = ScriptedModel()
+    hybrid = HybridDrafter(LookupDrafter(), model)
+    context = DraftContext(messages=[ChatMessage("user", "x = 1\ny = 2\n")])
+    hybrid.begin(context)
+    pieces = [b"x = 1\n", b"y", b" = 2\n", b"z = 3"]
+    sources = []
+    for piece in pieces:
+        sources.append(hybrid.propose(4).source)
+        hybrid.extend(piece)
+    assert sources == ["model", "lookup", "lookup", "lookup"]  # the model is told everything, drafting or not
+    assert model.contexts == [context]
+    assert model.committed == b"".join(pieces)
+    assert hybrid.lookup.text.endswith(b"".join(pieces))  # type: ignore[attr-defined]
+
+    class BrokenLookup(LookupDrafter):
+        def close(self) -> None:
+            raise RuntimeError("boom")
+
+    closing = HybridDrafter(BrokenLookup(), model)
+    with pytest.raises(RuntimeError):
+        closing.close()
+    assert model.closed
+
+
+def renamed_reference(text: bytes, start: int, renames: dict[bytes, bytes]) -> bytes:
+    """Independent of the drafter: the text from ``start`` with whole identifiers (of the whole text) renamed."""
+    out, last = bytearray(), start
+    for m in re.finditer(rb"\w+", text):
+        if m.start() >= start and m.group() in renames:
+            out += text[last : m.start()] + renames[m.group()]
+            last = m.end()
+    return bytes(out + text[last:])
+
+
+def is_continuation_of_an_earlier_occurrence(
+    text: bytes, draft: bytes, suffix: int, renames: dict[bytes, bytes]
+) -> bool:
+    return any(
+        text[end - suffix : end] == text[-suffix:] and renamed_reference(text, end, renames).startswith(draft)
+        for end in range(suffix, len(text))
+    )
+
+
+PIECES = [b"ab", b"a_b", b"x", b"ba", b" ", b"(", b")", b"\n", b"x("]
+
+
+@st.composite
+def edited_texts(draw: st.DrawFn) -> bytes:
+    """Code-like text, then a copy of it with one identifier renamed and a few bytes changed: an edit answer."""
+    first = b"".join(draw(st.lists(st.sampled_from(PIECES), min_size=1, max_size=30)))
+    old, new = draw(st.sampled_from([(b"ab", b"do_ab"), (b"x", b"y_x"), (b"ba", b"ab")]))
+    second = bytearray(re.sub(rb"\b" + old + rb"\b", new, first))
+    for at, byte in draw(st.lists(st.tuples(st.integers(0, 200), st.sampled_from(b"ab( ")), max_size=2)):
+        second[at % len(second) : at % len(second) + 1] = bytes([byte])
+    return first + bytes(second)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.one_of(edited_texts(), st.lists(st.sampled_from(PIECES), min_size=1, max_size=40).map(b"".join)),
+    splits=st.lists(st.integers(min_value=0, max_value=240), max_size=12),
+    max_tokens=st.integers(min_value=1, max_value=12),
+    min_match=st.integers(min_value=1, max_value=6),
+)
+def test_a_draft_is_what_followed_an_earlier_occurrence_of_the_suffix(
+    text: bytes, splits: Sequence[int], max_tokens: int, min_match: int
+) -> None:
+    cuts = sorted({min(s, len(text)) for s in splits} | {len(text)})
+    drafter = LookupDrafter(min_match=min_match)
+    drafter.begin(DraftContext(text=text[: cuts[0]]))
+    done = cuts[0]
+    for cut in [*cuts[1:], len(text)]:
+        draft = drafter.propose(max_tokens)
+        assert drafter.text == text[:done]
+        if draft.text:
+            assert draft.source == "lookup" and len(draft.text) <= max_tokens * 3.5
+            assert is_continuation_of_an_earlier_occurrence(text[:done], draft.text, min_match, drafter.renames)
+        drafter.extend(text[done:cut])
+        done = cut

@@ -1,0 +1,232 @@
+"""Model drafters on tiny models: llama.cpp (byte-level BPE and SentencePiece GGUF) and transformers (a model
+directory and a GGUF file). What the engine relies on: a draft is the drafter's own greedy continuation of
+exactly the committed text, syncing costs the same at any context length, and drafts hold no special tokens.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from ds4spec.drafters.base import NO_DRAFT, DraftContext
+from ds4spec.drafters.llama_drafter import LlamaDrafter
+from ds4spec.drafters.sync import ModelDrafter
+from ds4spec.drafters.torch_drafter import TorchDrafter
+from ds4spec.prompt import ChatMessage
+from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.tinymodel import TRAINING_TEXT, build_tiny_gguf
+from ds4spec.tinytorch import build_tiny_transformers_model
+
+KINDS = ["llama-bpe", "llama-spm", "torch-dir", "torch-gguf"]
+PROMPT = "def fibonacci(n: int) -> list[int]:\n    result = [0, 1]\n"
+# Code, accents, CJK, an emoji the tiny vocabularies split into byte tokens, a word cut by the prompt.
+TEXT = ("def greet(name: str) -> str:\n    return f\"Grüße, {name} 🦀 日本語\"\n\n\nclass Counter:\n"
+        "    def increment(self, step: int = 1) -> int:\n        self.value += step  # naïve → über\n").encode()
+OWN_TEMPLATE = ("{% for m in messages %}### {{ m['role'] }} says:\n{{ m['content'] }}\n{% endfor %}"
+                "{% if add_generation_prompt %}### assistant says:\n{% endif %}")
+
+Factory = Callable[..., ModelDrafter]
+
+
+@pytest.fixture(scope="module")
+def tiny_torch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_transformers_model(tmp_path_factory.mktemp("tiny-torch") / "tiny")
+
+
+@pytest.fixture
+def make(tiny_models: dict[str, Path], tiny_torch_dir: Path) -> Iterator[Factory]:
+    """``make(kind, **options)``: a drafter on a tiny model, closed after the test."""
+    opened: list[ModelDrafter] = []
+
+    def factory(kind: str, p_min: float = 0.0, **options: object) -> ModelDrafter:
+        backend, model = kind.split("-")
+        if backend == "llama":
+            drafter: ModelDrafter = LlamaDrafter(tiny_models[model], p_min=p_min, n_threads=1, **options)
+        else:
+            source = tiny_torch_dir if model == "dir" else tiny_models["bpe"]
+            drafter = TorchDrafter(source, device="cpu", p_min=p_min, n_threads=1, **options)
+        opened.append(drafter)
+        return drafter
+
+    yield factory
+    for drafter in opened:
+        drafter.close()
+
+
+def _greedy_reference(drafter: ModelDrafter, text: bytes, n: int) -> bytes:
+    """A plain greedy run of the drafter's model, by its own library, cut at the first special token."""
+    if isinstance(drafter, LlamaDrafter):
+        with LlamaTarget(drafter.model.path, TargetOptions(n_ctx=512, n_threads=1)) as model:
+            tok = model.tokenizer
+            logits = model.eval_prompt(tok.tokenize(text, add_special=True))
+            out = b""
+            for _ in range(n):
+                token = int(logits.argmax())
+                if tok.is_eog(token) or tok.is_control(token):
+                    break
+                out += tok.piece(token)
+                logits = model.eval_prompt([token])
+            return out
+    assert isinstance(drafter, TorchDrafter)
+    tokenizer = drafter.tokenizer
+    ids = torch.tensor([tokenizer.encode(text.decode())])
+    # No min_new_tokens: it would mask end-of-generation tokens, which a greedy run must be free to pick.
+    generated = drafter.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                                       do_sample=False)[0, ids.shape[1]:].tolist()
+    special = set(tokenizer.all_special_ids)  # a GGUF-built tokenizer names only EOS here; FIM and chat markup
+    special.update(i for i, added in tokenizer.added_tokens_decoder.items() if added.special)  # are added ones
+    cut = next((i for i, t in enumerate(generated) if t in special), len(generated))
+    return tokenizer.decode(generated[:cut]).encode()
+
+
+def _text_of(drafter: ModelDrafter) -> bytes:
+    """The bytes the drafter's tokens stand for after the prompt head (plus its pending bytes)."""
+    sync = drafter._sync
+    held = b"".join(map(sync.piece, sync.tokens[sync.fixed :]))
+    return held.removeprefix(sync._region_dummy) + sync.pending
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_draft_is_the_drafter_own_greedy_continuation(make: Factory, kind: str) -> None:
+    drafter = make(kind)
+    drafter.begin(DraftContext(text=PROMPT.encode()))
+    draft = drafter.propose(12)
+    assert draft.source == "model" and draft.drafter_tokens == len(draft.confidences) > 0
+    expected = _greedy_reference(drafter, PROMPT.encode(), 12)
+    if isinstance(drafter, TorchDrafter):  # decode() renders a cut UTF-8 character as U+FFFD
+        assert draft.text.decode(errors="replace") == expected.decode()
+    else:
+        assert draft.text == expected
+    assert all(0.0 < c <= 1.0 for c in draft.confidences)
+
+    # Accepting the draft's text: what the drafter evaluated for the draft is reused, not evaluated again.
+    before = len(drafter.tokens)
+    evaluated, reused = drafter.stats.evaluated_tokens, drafter.stats.reused_tokens
+    drafted = drafter.last_draft
+    drafter.extend(draft.text)
+    drafter.propose(1)
+    new = drafter.tokens[before:]
+    in_cache = drafted if draft.drafter_tokens < 12 else drafted[:-1]  # a draft of 12 did not evaluate its last
+    kept = next((i for i, (a, b) in enumerate(zip(new, in_cache, strict=False)) if a != b),
+                min(len(new), len(in_cache)))
+    assert drafter.stats.reused_tokens - reused == kept
+    if len(new) > kept:
+        assert drafter.stats.evaluated_tokens - evaluated == len(new) - kept
+    else:  # all found: at most the last token again, for its prediction
+        assert drafter.stats.evaluated_tokens - evaluated <= 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_extend_keeps_the_cache_in_sync_with_the_committed_text(make: Factory, kind: str) -> None:
+    rng = random.Random(kind)
+    drafter = make(kind)
+    prompt, rest = TEXT[:23], TEXT[23:]  # the prompt ends inside a word
+    drafter.begin(DraftContext(text=prompt))
+    committed, pos = prompt, 0
+    while pos < len(rest):
+        step = rng.choice([1, 1, 2, 3, 5, 8])  # short steps land inside words and multi-byte characters
+        chunk = rest[pos : pos + step]
+        pos += step
+        drafter.extend(chunk)
+        committed += chunk
+        assert _text_of(drafter) == committed
+        if rng.random() < 0.3:
+            drafter.propose(rng.randint(1, 4))  # draft tokens enter the cache and must be rolled back
+    committed += "🙂".encode()[:2]  # end inside a character: those bytes stay pending
+    drafter.extend("🙂".encode()[:2])
+    assert drafter.pending == "🙂".encode()[:2]
+
+    fresh = make(kind)
+    fresh.begin(DraftContext(text=committed))
+    assert drafter.tokens == fresh.tokens  # canonical: as if the whole text had been tokenized at once
+    # The same greedy tokens; probabilities only up to rounding (the cache was filled in other batch sizes).
+    ours, theirs = drafter.propose(6), fresh.propose(6)
+    assert (ours.text, ours.drafter_tokens) == (theirs.text, theirs.drafter_tokens)
+    assert ours.confidences == pytest.approx(theirs.confidences, abs=0.01)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sync_cost_does_not_grow_with_the_text(make: Factory, kind: str) -> None:
+    continuation = TEXT[: len(TEXT) // 2]
+    filler = (TRAINING_TEXT.encode() * 2)[:5000]
+    costs = {}
+    for name, prompt in (("short", PROMPT.encode()), ("long", filler + b"\n\n" + PROMPT.encode())):
+        drafter = make(kind, n_ctx=8192)
+        drafter.begin(DraftContext(text=prompt))
+        drafter.propose(2)
+        stats, cycles = drafter.stats, []
+        for start in range(0, len(continuation), 7):
+            seen = (stats.tokenize_calls, stats.tokenized_bytes, stats.evaluated_tokens + stats.reused_tokens)
+            drafter.extend(continuation[start : start + 7])
+            drafter.propose(2)
+            now = (stats.tokenize_calls, stats.tokenized_bytes, stats.evaluated_tokens + stats.reused_tokens)
+            cycles.append(tuple(b - a for a, b in zip(seen, now, strict=True)))
+        costs[name] = (len(drafter.tokens), cycles)
+    assert costs["long"][0] > 1000 + costs["short"][0]
+    assert costs["long"][1] == costs["short"][1]
+    assert max(c[1] for c in costs["long"][1]) < 400  # bytes re-tokenized per cycle: a bounded tail
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_p_min_stops_a_low_confidence_draft(make: Factory, kind: str) -> None:
+    drafter = make(kind, p_min=1.0)
+    drafter.begin(DraftContext(text=PROMPT.encode()))
+    certain = drafter.propose(8)  # nothing is certain: only the first token, which is always proposed
+    assert certain.drafter_tokens == len(certain.confidences) == 1 and certain.confidences[0] < 1.0
+    drafter.p_min = 0.0
+    assert drafter.propose(8).drafter_tokens == 8
+    drafter.p_min = 0.5
+    draft = drafter.propose(8)
+    assert all(c >= 0.5 for c in draft.confidences[1:])
+
+
+@pytest.mark.parametrize("kind", ["llama-bpe", "llama-spm", "torch-dir"])
+def test_chat_mode_renders_the_drafter_own_template(make: Factory, kind: str, tmp_path: Path) -> None:
+    if kind == "torch-dir":
+        source = build_tiny_transformers_model(tmp_path / "own", chat_template=OWN_TEMPLATE)
+        drafter: ModelDrafter = TorchDrafter(source, device="cpu", p_min=0.0, n_threads=1)
+        piece, render = drafter._piece, drafter.tokenizer.decode
+    else:
+        source = build_tiny_gguf(tmp_path / "own.gguf", tokenizer=kind[6:], chat_template=OWN_TEMPLATE)
+        drafter = LlamaDrafter(source, p_min=0.0, n_threads=1)
+        piece = drafter.model.tokenizer.piece
+
+        def render(tokens: list[int]) -> str:
+            return drafter.model.tokenizer.detokenize(tokens, special=True).decode()
+
+    messages = [ChatMessage("system", "Be brief."), ChatMessage("user", "Stop<|im_end|><|im_start|> here?")]
+    drafter.begin(DraftContext(messages=messages))
+    prompt = drafter.tokens
+    # Spaces normalised: chat_tokens tokenizes markup and contents separately, and a SentencePiece vocabulary
+    # then puts its dummy-prefix space before each part.
+    rendered = " ".join(render(prompt).split())
+    assert rendered.endswith("### user says: Stop<|im_end|><|im_start|> here? ### assistant says:")
+    assert "### system says: Be brief. ###" in rendered
+    assert not any(drafter._is_stop(t) for t in prompt[1:])  # the user's markup stayed text
+    assert drafter.propose(4).drafter_tokens > 0
+    drafter.extend("Sure: naïve".encode())
+    assert drafter.tokens[: len(prompt)] == prompt
+    assert b"".join(map(piece, drafter.tokens[len(prompt) :])) == "Sure: naïve".encode()
+    drafter.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_draft_never_contains_special_tokens_text(make: Factory, kind: str) -> None:
+    """Greedy runs of the random models reach an end-of-generation token now and then: find such a prompt,
+    and check that the draft stops right before it."""
+    drafter = make(kind)
+    stops = 0
+    for start in range(0, 2000, 97):
+        prompt = TRAINING_TEXT[start : start + 60].encode()
+        drafter.begin(DraftContext(text=prompt))
+        draft = drafter.propose(40)
+        assert b"<|" not in draft.text and b"<s>" not in draft.text
+        if draft is NO_DRAFT or draft.drafter_tokens < 40:  # with p_min = 0, only a special token stops it
+            stops += 1
+            expected = _greedy_reference(drafter, prompt, 40)
+            assert draft.text.decode(errors="replace") == expected.decode(errors="replace")
+    assert stops >= 1

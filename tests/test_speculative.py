@@ -1,0 +1,198 @@
+"""Losslessness of speculative decoding on tiny real llama.cpp models, for every drafter and both tokenizers.
+
+The oracle is built in: speculative output must equal plain output, token for token (greedy), and with the
+same seed also when sampling, since the verifier draws its random numbers as plain decoding does. The only
+allowed difference is a flip at a near-tie between batched and single-token arithmetic (field notes, §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from spec_helpers import (
+    GarbageDrafter,
+    OracleDrafter,
+    RaisingDrafter,
+    SlowDrafter,
+    assert_lossless,
+    run_plain,
+    run_spec,
+)
+
+from ds4spec.decode import GenerationRequest
+from ds4spec.drafters.base import Drafter
+from ds4spec.drafters.hybrid import HybridDrafter
+from ds4spec.drafters.llama_drafter import LlamaDrafter
+from ds4spec.drafters.lookup import LookupDrafter
+from ds4spec.events import FinishReason
+from ds4spec.policy import FixedLength, GatedPolicy
+from ds4spec.sampling import SamplingSettings
+from ds4spec.target import LlamaTarget, TargetOptions
+
+PROMPTS = [
+    b"def add(a, b):\n    return a + b\n\n\ndef add(a, b):\n",
+    b"import os\nimport sys\nimport os\n",
+    b"for i in range(10):\n    print(i)\nfor i in range(",
+    b"# Notes\n\n- caf\xc3\xa9 \xe2\x86\x92 d\xc3\xa9j\xc3\xa0 vu\n- ",
+    b"class Node:\n    def __init__(self, value):\n        self.value = value\n",
+    b"x = [1, 2, 3]\ny = [1, 2, 3]\nz = [",
+]
+POLICIES: dict[str, Callable[[], object]] = {
+    "fixed1": lambda: FixedLength(1),
+    "fixed4": lambda: FixedLength(4),
+    "fixed8": lambda: FixedLength(8),
+    "gated": lambda: GatedPolicy(8),
+}
+OTHER = {"bpe": "spm", "spm": "bpe"}
+
+
+@pytest.fixture(scope="module", params=["bpe", "spm"])
+def target(request: pytest.FixtureRequest, tiny_models: dict[str, Path]) -> Iterator[LlamaTarget]:
+    with LlamaTarget(tiny_models[request.param], TargetOptions(n_ctx=1024, n_gpu_layers=0)) as t:
+        t.kind = request.param  # type: ignore[attr-defined]
+        yield t
+
+
+def _request(target: LlamaTarget, prompt: bytes, **kw: object) -> GenerationRequest:
+    return GenerationRequest(target.tokenizer.tokenize(prompt, add_special=True), **kw)  # type: ignore[arg-type]
+
+
+def _drafters(target: LlamaTarget, tiny_models: dict[str, Path], future: bytes) -> dict[str, Drafter]:
+    other = tiny_models[OTHER[target.kind]]  # type: ignore[attr-defined]
+    return {
+        "oracle": OracleDrafter(future),
+        "lookup": LookupDrafter(),
+        "llama-other-tokenizer": LlamaDrafter(other, n_ctx=1024, p_min=0.0),
+        "hybrid": HybridDrafter(LookupDrafter(), LlamaDrafter(other, n_ctx=1024, p_min=0.0)),
+    }
+
+
+def test_greedy_speculative_output_equals_plain_for_every_drafter_and_policy(
+    target: LlamaTarget, tiny_models: dict[str, Path]
+) -> None:
+    flips = runs = accepted = 0
+    for prompt in PROMPTS:
+        request = _request(target, prompt, max_tokens=48)
+        plain = run_plain(target, request)
+        future = target.tokenizer.detokenize(plain.tokens)
+        for name, drafter in _drafters(target, tiny_models, future).items():
+            # Every policy with the oracle (it exercises acceptance); the others with a fixed and the gated one.
+            policies = POLICIES.values() if name == "oracle" else [POLICIES["fixed4"], POLICIES["gated"]]
+            for make_policy in policies:
+                spec, _, guarded = run_spec(target, drafter, request, prompt, policy=make_policy())  # type: ignore[arg-type]
+                flips += assert_lossless(target, request, plain, spec)
+                runs += 1
+                accepted += spec.stats.accepted_tokens
+                assert guarded.failures.total == 0
+            drafter.close()
+    assert accepted > 0, "the accepting path must be exercised"
+    print(f"{runs} speculative runs, {flips} near-tie flips")
+    assert flips <= runs // 10
+
+
+def test_torch_drafter_keeps_output_identical(target: LlamaTarget, tmp_path: Path) -> None:
+    from ds4spec.drafters.torch_drafter import TorchDrafter
+    from ds4spec.tinytorch import build_tiny_transformers_model
+
+    drafter = TorchDrafter(build_tiny_transformers_model(tmp_path / "hf"), p_min=0.0)
+    for prompt in PROMPTS[:3]:
+        request = _request(target, prompt, max_tokens=32)
+        plain = run_plain(target, request)
+        spec, cycles, _ = run_spec(target, drafter, request, prompt, policy=FixedLength(4))
+        assert cycles, "the torch drafter must have drafted"
+        assert_lossless(target, request, plain, spec)
+    drafter.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sampled_speculative_output_equals_plain_with_the_same_seed(target: LlamaTarget, seed: int) -> None:
+    sampling = SamplingSettings(temperature=0.9, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
+    accepted = 0
+    for prompt in PROMPTS[:4]:
+        request = _request(target, prompt, max_tokens=40, sampling=sampling)
+        plain = run_plain(target, request)
+        future = target.tokenizer.detokenize(plain.tokens)
+        spec, _, _ = run_spec(target, OracleDrafter(future), request, prompt, policy=FixedLength(6))
+        accepted += spec.stats.accepted_tokens
+        assert_lossless(target, request, plain, spec)
+    assert accepted > 0
+
+
+@pytest.mark.parametrize("max_tokens", [1, 2, 3, 5, 8, 13])
+def test_token_budget_inside_an_accepted_span_ends_where_plain_ends(target: LlamaTarget, max_tokens: int) -> None:
+    prompt = PROMPTS[0]
+    full = run_plain(target, _request(target, prompt, max_tokens=40))
+    request = _request(target, prompt, max_tokens=max_tokens)
+    plain = run_plain(target, request)
+    spec, _, _ = run_spec(target, OracleDrafter(target.tokenizer.detokenize(full.tokens)), request, prompt,
+                          policy=FixedLength(8))
+    assert spec.tokens == plain.tokens and spec.reason == plain.reason
+    assert spec.stats.committed_tokens == plain.stats.committed_tokens
+
+
+def test_stop_string_inside_an_accepted_span_ends_where_plain_ends(target: LlamaTarget) -> None:
+    for prompt in PROMPTS:
+        full = run_plain(target, _request(target, prompt, max_tokens=40))
+        text = target.tokenizer.detokenize(full.tokens).decode("utf-8", errors="replace")
+        if len(text) < 12:
+            continue
+        request = _request(target, prompt, max_tokens=40, stop=[text[8:11]])
+        plain = run_plain(target, request)
+        spec, _, _ = run_spec(target, OracleDrafter(target.tokenizer.detokenize(full.tokens)), request, prompt,
+                              policy=FixedLength(8))
+        assert plain.reason is FinishReason.STOP
+        assert spec.tokens == plain.tokens and spec.reason is FinishReason.STOP
+
+
+@pytest.mark.parametrize("faulty", [RaisingDrafter, SlowDrafter, GarbageDrafter])
+def test_faulty_drafters_leave_the_output_unchanged(target: LlamaTarget, faulty: type[Drafter]) -> None:
+    request = _request(target, PROMPTS[1], max_tokens=24)
+    plain = run_plain(target, request)
+    spec, _, guarded = run_spec(target, faulty(), request, PROMPTS[1], policy=FixedLength(4), deadline_s=0.2)
+    assert spec.tokens == plain.tokens and spec.reason == plain.reason
+    assert spec.stats.drafter_failures > 0 and guarded.failures.total == spec.stats.drafter_failures
+
+
+def test_snapshot_rollback_keeps_output_identical(tiny_bpe_gguf: Path) -> None:
+    """The path recurrent and hybrid models take: state snapshots instead of dropping a tail."""
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0, force_snapshots=True)) as t:
+        request = GenerationRequest(t.tokenizer.tokenize(PROMPTS[0]), max_tokens=32)
+        plain = run_plain(t, request)
+        spec, _, _ = run_spec(t, OracleDrafter(t.tokenizer.detokenize(plain.tokens)), request, PROMPTS[0],
+                              policy=FixedLength(5))
+        assert spec.stats.accepted_tokens > 0
+        assert spec.tokens == plain.tokens
+
+
+def test_a_full_context_ends_speculation_where_plain_ends(tiny_bpe_gguf: Path) -> None:
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=64, n_gpu_layers=0, n_batch=64)) as t:
+        request = GenerationRequest(t.tokenizer.tokenize(PROMPTS[0]), max_tokens=1000)
+        plain = run_plain(t, request)
+        spec, _, _ = run_spec(t, OracleDrafter(t.tokenizer.detokenize(plain.tokens)), request, PROMPTS[0],
+                              policy=FixedLength(8))
+        assert spec.tokens == plain.tokens and spec.reason == plain.reason
+
+
+def test_no_draft_before_the_warmup(target: LlamaTarget) -> None:
+    request = _request(target, PROMPTS[0], max_tokens=10)
+    plain = run_plain(target, request)
+    spec, cycles, _ = run_spec(target, OracleDrafter(target.tokenizer.detokenize(plain.tokens)), request,
+                               PROMPTS[0], policy=FixedLength(4), warmup=10_000)
+    assert not cycles and spec.stats.drafted_tokens == 0
+    assert spec.tokens == plain.tokens
+
+
+def test_statistics_add_up(target: LlamaTarget) -> None:
+    request = _request(target, PROMPTS[0], max_tokens=40)
+    plain = run_plain(target, request)
+    spec, cycles, _ = run_spec(target, OracleDrafter(target.tokenizer.detokenize(plain.tokens)), request,
+                               PROMPTS[0], policy=FixedLength(4))
+    s = spec.stats
+    assert s.drafted_tokens == sum(c.drafted for c in cycles)
+    assert s.accepted_tokens == sum(c.accepted for c in cycles)
+    assert s.verify_passes_with_draft == len(cycles)
+    assert s.corrected_tokens + s.bonus_tokens == len(cycles)
+    assert s.committed_tokens == len(spec.tokens)
+    assert s.target_forward_passes < s.committed_tokens  # drafts were accepted: fewer passes than tokens
