@@ -29,7 +29,7 @@ def add_speculation_options(parser: argparse.ArgumentParser) -> None:
                    "file or a transformers model directory, lookup (copies matching earlier text), hybrid "
                    "(lookup, else the pair's model drafter) or none (plain decoding); default: the pair's drafter")
     g.add_argument("--draft-max", type=int, metavar="N", help="the most target tokens per draft; 0 disables "
-                   "speculation (default 8)")
+                   "speculation (default 16; the gate picks shorter drafts where they pay better)")
     g.add_argument("--draft-backend", choices=("llama", "torch"), help="run a model drafter with llama.cpp or "
                    "transformers/torch (default: the pair's choice, else llama)")
     g.add_argument("--p-min", type=float, metavar="P", help="a model drafter stops when its top probability "

@@ -1,72 +1,61 @@
-"""How far to draft: measured costs and acceptance turned into the draft length with the best expected rate.
+"""How far to draft: measured cycle costs and acceptance, turned into the draft length with the best rate.
 
-A verify pass over L tokens costs more than one plain step on a CPU (field notes, section 4: 5 tokens cost
-1.7 steps), so a draft pays only when enough of it is accepted. The gate estimates, from what it has
-measured in this generation:
+A verify pass over several tokens costs more than one plain step on a CPU (measured on this project's
+2-core machines with Qwen2.5-Coder-1.5B Q4_K_M: spans of 2, 4, 8 and 16 tokens cost 1.6, 2.5, 5.7 and 6.5
+plain steps), and a model drafter costs time too, so a draft pays only when enough of it is accepted.
 
-- ``verify_cost(L)``: seconds of one target forward pass over L tokens (L = 1 is a plain step);
-- ``draft_cost(k)``: seconds the drafter and the aligner spend proposing k target tokens;
-- ``alpha``: the probability that a drafted token is accepted, given the ones before it were.
-
-With acceptance alpha, a draft of k tokens yields ``E(k) = 1 + alpha + ... + alpha^k`` committed tokens per
-cycle (the accepted ones plus the target's own), so the expected rate is ``E(k) / (draft_cost(k) +
-verify_cost(k + 1))``. The policy drafts the k in 0..draft_max that maximises it; k = 0 is plain decoding.
-When it has stopped drafting it still probes now and then (with back-off), so that it notices when the
-drafter becomes useful again, at a bounded cost.
+The gate measures, in this generation, the wall time of whole cycles for each draft length k (drafting,
+aligning, verifying, rolling back and bookkeeping: everything a cycle costs), and ``alpha``, the
+probability that a drafted token is accepted given the ones before it were. A draft of k tokens then
+yields ``E(k) = 1 + alpha + ... + alpha^k`` committed tokens per cycle (the accepted ones plus the
+target's own), so the expected rate is ``E(k) / cycle_cost(k)``; k = 0 is a plain step, ``E(0) = 1``.
+The policy drafts the k with the best expected rate, trying each candidate length once first, and stops
+drafting where nothing beats a plain step, probing again now and then (with back-off) so that it notices
+when the drafter becomes useful.
 """
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 
-# Field notes, section 4: each extra token of a verify pass costs about a quarter of a plain step on a CPU.
-PRIOR_EXTRA_TOKEN_COST = 0.25
-EMA = 0.2  # weight of a new measurement
+EMA = 0.25  # weight of a new measurement
+# Before a length is measured, assume each drafted token adds this many plain steps to a cycle (the measured
+# verify cost alone is 0.4 to 0.7 per token on a 2-core CPU; a GPU is far cheaper and corrects it quickly).
+PRIOR_COST_PER_DRAFTED_TOKEN = 0.5
 
 
 def _ema(old: float | None, new: float) -> float:
     return new if old is None else (1 - EMA) * old + EMA * new
 
 
-class CostModel:
+class CycleCosts:
+    """Seconds per cycle for each draft length, as measured; estimated for lengths not yet seen."""
+
     def __init__(self) -> None:
-        self._verify: dict[int, float] = {}
-        self._draft_per_token: float | None = None
+        self._seconds: dict[int, float] = {}
 
-    def observe_verify(self, span: int, seconds: float) -> None:
-        self._verify[span] = _ema(self._verify.get(span), seconds)
+    def observe(self, k: int, seconds: float) -> None:
+        self._seconds[k] = _ema(self._seconds.get(k), seconds)
 
-    def observe_draft(self, requested: int, seconds: float) -> None:
-        if requested > 0:
-            self._draft_per_token = _ema(self._draft_per_token, seconds / requested)
+    def measured(self, k: int) -> bool:
+        return k in self._seconds
 
-    @property
-    def measured(self) -> bool:
-        return bool(self._verify)
+    def plain_step(self) -> float | None:
+        return self._seconds.get(0)
 
-    def verify_cost(self, span: int) -> float:
-        if span in self._verify:
-            return self._verify[span]
-        if not self._verify:
-            return 1.0 + PRIOR_EXTRA_TOKEN_COST * (span - 1)  # in units of a plain step, until measured
-        lengths = sorted(self._verify)
-        below = [n for n in lengths if n < span]
-        above = [n for n in lengths if n > span]
+    def cost(self, k: int) -> float:
+        if k in self._seconds:
+            return self._seconds[k]
+        known = sorted(self._seconds)
+        below = [n for n in known if n < k]
+        above = [n for n in known if n > k]
         if below and above:  # interpolate between the nearest measured lengths
             a, b = below[-1], above[0]
-            ca, cb = self._verify[a], self._verify[b]
-            return ca + (cb - ca) * (span - a) / (b - a)
-        nearest = below[-1] if below else above[0]
-        base = self._verify[nearest]
-        step = self._verify.get(1, base / (1 + PRIOR_EXTRA_TOKEN_COST * (nearest - 1)))
-        return max(base + PRIOR_EXTRA_TOKEN_COST * step * (span - nearest), step)
-
-    def plain_step_cost(self) -> float:
-        return self.verify_cost(1)
-
-    def draft_cost(self, k: int) -> float:
-        return 0.0 if k == 0 or self._draft_per_token is None else self._draft_per_token * k
+            return self._seconds[a] + (self._seconds[b] - self._seconds[a]) * (k - a) / (b - a)
+        step = self._seconds.get(0, 1.0)
+        if below:
+            return self._seconds[below[-1]] + PRIOR_COST_PER_DRAFTED_TOKEN * step * (k - below[-1])
+        return step * (1 + PRIOR_COST_PER_DRAFTED_TOKEN * k)
 
 
 class AcceptanceModel:
@@ -95,6 +84,18 @@ def expected_tokens(alpha: float, k: int) -> float:
     return float(k + 1) if alpha >= 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
+def candidate_lengths(draft_max: int) -> list[int]:
+    """The lengths worth telling apart: 1, 2, 3, 4, 6, 8, 12, 16, ... up to draft_max."""
+    out = [k for k in (1, 2, 3, 4, 6) if k <= draft_max]
+    k = 8
+    while k <= draft_max:
+        out += [k, k + k // 2] if k + k // 2 <= draft_max else [k]
+        k *= 2
+    if draft_max > 0 and draft_max not in out:
+        out.append(draft_max)
+    return sorted(set(out))
+
+
 class DraftPolicy(ABC):
     """Decides the draft length of each cycle and learns from its outcome."""
 
@@ -104,15 +105,13 @@ class DraftPolicy(ABC):
     def draft_length(self) -> int:
         """Target tokens to draft this cycle; 0 means a plain step."""
 
-    def observe(  # noqa: B027 - a fixed policy learns nothing
-        self, requested: int, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float
-    ) -> None:
-        """The outcome of a cycle: ``requested`` tokens asked of the drafter, ``drafted`` of them aligned and
-        verified, ``accepted`` kept."""
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float) -> None:  # noqa: B027
+        """The outcome of a cycle: ``requested`` tokens asked for, ``drafted`` of them aligned and verified,
+        ``accepted`` kept; ``cycle_seconds`` is its whole wall time."""
 
 
 class FixedLength(DraftPolicy):
-    """Always the same length (benchmark sweeps; ``--gate off``)."""
+    """Always the same length (benchmark sweeps, ``bench --fixed``)."""
 
     def __init__(self, draft_max: int) -> None:
         self.draft_max = draft_max
@@ -124,43 +123,42 @@ class FixedLength(DraftPolicy):
 class GatedPolicy(DraftPolicy):
     """The length with the best expected rate, 0 where drafting does not pay (module docstring)."""
 
-    PROBE_LENGTH = 2
     FIRST_PROBE_AFTER = 8
     MAX_PROBE_INTERVAL = 256
 
-    def __init__(self, draft_max: int, costs: CostModel | None = None, acceptance: AcceptanceModel | None = None):
+    def __init__(self, draft_max: int, costs: CycleCosts | None = None, acceptance: AcceptanceModel | None = None):
         self.draft_max = draft_max
-        self.costs = costs or CostModel()
+        self.costs = costs or CycleCosts()
         self.acceptance = acceptance or AcceptanceModel()
+        self.candidates = candidate_lengths(draft_max)
         self._idle = 0
         self._probe_after = self.FIRST_PROBE_AFTER
 
     def expected_rate(self, k: int) -> float:
-        cost = self.costs.draft_cost(k) + self.costs.verify_cost(k + 1)
-        return expected_tokens(self.acceptance.alpha, k) / cost if cost > 0 else math.inf
+        return expected_tokens(self.acceptance.alpha, k) / self.costs.cost(k)
 
     def best_length(self) -> int:
-        rates = [self.expected_rate(k) for k in range(self.draft_max + 1)]
-        best = max(range(len(rates)), key=lambda k: (rates[k], -k))
-        return best if rates[best] > rates[0] else 0
+        return max([0, *self.candidates], key=lambda k: (self.expected_rate(k), -k))
 
     def draft_length(self) -> int:
+        if not self.costs.measured(0):
+            return 0  # the first cycle measures a plain step: the yardstick for everything else
+        untried = [k for k in self.candidates if not self.costs.measured(k)]
+        if untried and self.acceptance.alpha >= 0.5:
+            return untried[-1] if self.acceptance.alpha >= 0.9 else untried[0]
         k = self.best_length()
         if k > 0:
             return k
         self._idle += 1
-        if self.draft_max > 0 and self._idle >= self._probe_after:
+        if self.candidates and self._idle >= self._probe_after:
             self._idle = 0
             self._probe_after = min(self._probe_after * 2, self.MAX_PROBE_INTERVAL)
-            return min(self.PROBE_LENGTH, self.draft_max)
+            return self.candidates[0]
         return 0
 
-    def observe(
-        self, requested: int, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float
-    ) -> None:
-        self.costs.observe_verify(drafted + 1, verify_seconds)
-        if requested:
-            self.costs.observe_draft(requested, draft_seconds)
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float) -> None:
+        # A draft the aligner emptied still cost its drafting: it counts as a cycle of the requested length.
+        self.costs.observe(requested, cycle_seconds)
         if drafted:
             self.acceptance.observe(drafted, accepted)
             if accepted:

@@ -40,7 +40,7 @@ ALIGN_WINDOW = 8  # committed target tokens re-tokenized with each draft
 
 @dataclass(frozen=True, slots=True)
 class SpecSettings:
-    draft_max: int = 8  # the most target tokens one draft may hold
+    draft_max: int = 16  # the most target tokens one draft may hold
     warmup_tokens: int = 32  # speculation starts once the context holds this many tokens (prompt included)
     deadline_s: float = 2.0  # a drafter slower than this for one proposal is benched for the generation
 
@@ -69,7 +69,7 @@ def generate_speculative(
         reason = FinishReason.CANCELLED
     stats.drafter_failures = drafter.failures.total - failures_before
     if isinstance(cycle.policy, GatedPolicy):
-        stats.plain_step_seconds = cycle.policy.costs.plain_step_cost() if cycle.policy.costs.measured else 0.0
+        stats.plain_step_seconds = cycle.policy.costs.plain_step() or 0.0
     yield from out.finish(reason, clock)
 
 
@@ -111,6 +111,7 @@ class _Cycle:
                 return FinishReason.CANCELLED
             if target.n_past >= target.n_ctx:
                 return FinishReason.CONTEXT
+            start = time.perf_counter()
             draft, requested, draft_seconds = self._draft(pending)
             base = target.n_past
             t0 = time.perf_counter()
@@ -119,7 +120,7 @@ class _Cycle:
             verdict = self._verify(rows, draft)
             target.rollback(base + 1 + verdict.accepted)
             verify_seconds = time.perf_counter() - t0
-            self._account(requested, len(draft), verdict.accepted, draft_seconds, verify_seconds)
+            self._account(len(draft), verdict.accepted, draft_seconds, verify_seconds)
             if draft:
                 yield CycleReport(len(draft), verdict.accepted, draft_seconds, verify_seconds)
             committed = [*draft[: verdict.accepted], verdict.token]
@@ -131,6 +132,7 @@ class _Cycle:
                 if reason:
                     return reason
             self.drafter.extend(self.tok.detokenize(committed))
+            self.policy.observe(requested, len(draft), verdict.accepted, time.perf_counter() - start)
             pending = verdict.token
 
     def _draft(self, pending: int) -> tuple[list[int], int, float]:
@@ -177,7 +179,7 @@ class _Cycle:
 
         return verify_draft(rows, draft, choose)
 
-    def _account(self, requested: int, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
+    def _account(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
         s = self.stats
         s.target_forward_passes += 1
         s.draft_seconds += draft_s
@@ -190,7 +192,6 @@ class _Cycle:
                 s.corrected_tokens += 1
             else:
                 s.bonus_tokens += 1
-        self.policy.observe(requested, drafted, accepted, draft_s, verify_s)
 
 
 

@@ -1,0 +1,70 @@
+"""The gate: draft lengths follow measured cycle costs and acceptance; useless drafts stop, useful ones grow."""
+
+from __future__ import annotations
+
+import random
+
+from ds4spec.policy import AcceptanceModel, CycleCosts, GatedPolicy, candidate_lengths, expected_tokens
+
+STEP = 0.04  # seconds per plain step
+
+
+def _simulate(policy: GatedPolicy, alpha: float, verify_per_token: float, cycles: int = 400) -> list[int]:
+    """Feeds the policy cycles whose cost and acceptance follow a simple machine: returns the lengths chosen."""
+    rng = random.Random(0)
+    chosen = []
+    for _ in range(cycles):
+        k = policy.draft_length()
+        chosen.append(k)
+        accepted = 0  # each token is accepted with probability alpha, until the first rejection
+        while accepted < k and rng.random() < alpha:
+            accepted += 1
+        policy.observe(k, k, accepted, STEP * (1 + verify_per_token * k))
+    return chosen
+
+
+def test_expected_tokens_counts_the_accepted_run_plus_the_own_token() -> None:
+    assert expected_tokens(0.0, 8) == 1.0
+    assert expected_tokens(1.0, 8) == 9.0
+    assert abs(expected_tokens(0.5, 2) - 1.75) < 1e-9
+
+
+def test_candidates_cover_short_and_long_drafts_up_to_the_maximum() -> None:
+    assert candidate_lengths(16) == [1, 2, 3, 4, 6, 8, 12, 16]
+    assert candidate_lengths(5)[-1] == 5 and candidate_lengths(0) == []
+
+
+def test_useless_drafts_stop_and_are_only_probed_with_back_off() -> None:
+    chosen = _simulate(GatedPolicy(16), alpha=0.0, verify_per_token=0.5)
+    drafting = [k for k in chosen[50:] if k]
+    assert len(drafting) <= 6, drafting  # a few probes in 350 cycles
+    assert all(k == 1 for k in drafting)
+
+
+def test_well_accepted_cheap_drafts_grow_long() -> None:
+    chosen = _simulate(GatedPolicy(16), alpha=1.0, verify_per_token=0.3)
+    assert chosen[-1] == 16 and sum(k == 16 for k in chosen[-100:]) > 90
+
+
+def test_costly_verification_keeps_drafts_short_or_off() -> None:
+    """Acceptance 50% with each drafted token costing 0.6 of a step: no length beats a plain step
+    (k = 1 yields 1.5 tokens for 1.6 steps)."""
+    chosen = _simulate(GatedPolicy(16), alpha=0.5, verify_per_token=0.6)
+    assert sum(1 for k in chosen[100:] if k) < 20
+
+
+def test_cost_estimates_interpolate_between_measured_lengths() -> None:
+    costs = CycleCosts()
+    costs.observe(0, 1.0)
+    costs.observe(4, 3.0)
+    assert costs.cost(2) == 2.0 and costs.cost(8) > 3.0
+
+
+def test_acceptance_follows_recent_outcomes() -> None:
+    model = AcceptanceModel()
+    for _ in range(100):
+        model.observe(4, 4)
+    high = model.alpha
+    for _ in range(100):
+        model.observe(4, 0)
+    assert high > 0.95 and model.alpha < 0.25  # a memory of about 30 cycles
