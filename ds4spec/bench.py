@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
     g.add_argument("--mode", action="append", metavar="DRAFT", help="a drafter mode to compare with plain: "
                    "pair (the pair's model drafter), lookup, hybrid, or a model name or path (repeatable; "
-                   "default: pair, lookup, hybrid)")
+                   "default: --draft if given, else pair, lookup and hybrid)")
     g.add_argument("--fixed", action="store_true", help="draft exactly --draft-max tokens every cycle "
                    "instead of letting the gate choose")
     g.add_argument("--out", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     settings = replace(settings, max_tokens=args.max_tokens, temperature=0.0, stop=())
     check_settings(settings)
     workloads = args.workload or list(WORKLOADS)
-    modes = args.mode or list(DEFAULT_MODES)
+    modes = args.mode or ([args.draft] if args.draft else list(DEFAULT_MODES))
     report = Report(settings={
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
         "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": args.limit,

@@ -9,9 +9,10 @@ aligning, verifying, rolling back and bookkeeping: everything a cycle costs), an
 probability that a drafted token is accepted given the ones before it were. A draft of k tokens then
 yields ``E(k) = 1 + alpha + ... + alpha^k`` committed tokens per cycle (the accepted ones plus the
 target's own), so the expected rate is ``E(k) / cycle_cost(k)``; k = 0 is a plain step, ``E(0) = 1``.
-The policy drafts the k with the best expected rate, trying each candidate length once first, and stops
-drafting where nothing beats a plain step, probing again now and then (with back-off) so that it notices
-when the drafter becomes useful.
+The policy measures a plain step first, then a draft of one token, and climbs to the next longer length
+only while the longest one tried is the best: exploring costs little, which matters in short answers. It
+drafts the measured length with the best expected rate, stops drafting where none beats a plain step, and
+probes again now and then (with back-off) so that it notices when the drafter becomes useful.
 """
 
 from __future__ import annotations
@@ -137,20 +138,22 @@ class GatedPolicy(DraftPolicy):
     def expected_rate(self, k: int) -> float:
         return expected_tokens(self.acceptance.alpha, k) / self.costs.cost(k)
 
-    def best_length(self) -> int:
-        return max([0, *self.candidates], key=lambda k: (self.expected_rate(k), -k))
-
     def draft_length(self) -> int:
         if not self.costs.measured(0):
             return 0  # the first cycle measures a plain step: the yardstick for everything else
-        untried = [k for k in self.candidates if not self.costs.measured(k)]
-        if untried and self.acceptance.alpha >= 0.5:
-            return untried[-1] if self.acceptance.alpha >= 0.9 else untried[0]
-        k = self.best_length()
-        if k > 0:
-            return k
+        measured = [k for k in self.candidates if self.costs.measured(k)]
+        if not measured:
+            return self.candidates[0] if self.candidates else 0
+        best = max([0, *measured], key=lambda k: (self.expected_rate(k), -k))
+        if best > 0:
+            self._idle = 0
+            # Climb: while the longest length tried is the best, try the next longer one (once).
+            longer = [k for k in self.candidates if k > best and not self.costs.measured(k)]
+            if best == measured[-1] and longer:
+                return longer[0]
+            return best
         self._idle += 1
-        if self.candidates and self._idle >= self._probe_after:
+        if self._idle >= self._probe_after:
             self._idle = 0
             self._probe_after = min(self._probe_after * 2, self.MAX_PROBE_INTERVAL)
             return self.candidates[0]

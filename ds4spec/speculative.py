@@ -64,6 +64,7 @@ def generate_speculative(
     failures_before = drafter.failures.total
     try:
         drafter.begin(context)
+        drafter.warm()  # the drafter reads its prompt while the target reads its own
         reason = yield from cycle.run(cancelled, clock)
     except KeyboardInterrupt:
         reason = FinishReason.CANCELLED
@@ -132,7 +133,9 @@ class _Cycle:
                 if reason:
                     return reason
             self.drafter.extend(self.tok.detokenize(committed))
-            self.policy.observe(requested, len(draft), verdict.accepted, time.perf_counter() - start)
+            # A cycle whose drafter had nothing to offer was a plain step (plus a cheap attempt).
+            spent = time.perf_counter() - start
+            self.policy.observe(requested if draft else 0, len(draft), verdict.accepted, spent)
             pending = verdict.token
 
     def _draft(self, pending: int) -> tuple[list[int], int, float]:

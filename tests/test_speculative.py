@@ -196,3 +196,36 @@ def test_statistics_add_up(target: LlamaTarget) -> None:
     assert s.corrected_tokens + s.bonus_tokens == len(cycles)
     assert s.committed_tokens == len(spec.tokens)
     assert s.target_forward_passes < s.committed_tokens  # drafts were accepted: fewer passes than tokens
+
+
+def test_sampled_continuations_follow_the_plain_distribution(tiny_bpe_gguf: Path) -> None:
+    """Chi-square two-sample test: 3-token continuations from plain and speculative sampling, with disjoint
+    seeds, come from the same distribution. The drafter proposes the target's greedy text, so drafts are
+    often accepted and the SLEM rule does the sampling."""
+    from collections import Counter
+
+    from scipy.stats import chi2_contingency
+
+    n = 400
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=256, n_gpu_layers=0)) as t:
+        prompt = t.tokenizer.tokenize(PROMPTS[2])
+        greedy = run_plain(t, GenerationRequest(prompt, 8))
+        future = t.tokenizer.detokenize(greedy.tokens)
+
+        def sample(seed: int, speculative: bool) -> tuple[int, ...]:
+            sampling = SamplingSettings(temperature=1.5, top_k=3, top_p=1.0, min_p=0.0, seed=seed)
+            request = GenerationRequest(prompt, 3, sampling)
+            if not speculative:
+                return run_plain(t, request).tokens
+            return run_spec(t, OracleDrafter(future), request, PROMPTS[2], policy=FixedLength(3))[0].tokens
+
+        plain = Counter(sample(seed, False) for seed in range(n))
+        spec = Counter(sample(seed, True) for seed in range(n, 2 * n))
+    # Pool rare continuations so that every cell expects at least ~5 samples.
+    common = [c for c in plain | spec if plain[c] + spec[c] >= 10]
+    table = [[plain[c] for c in common] + [n - sum(plain[c] for c in common)],
+             [spec[c] for c in common] + [n - sum(spec[c] for c in common)]]
+    if table[0][-1] + table[1][-1] == 0:
+        table = [row[:-1] for row in table]
+    assert len(common) >= 3, "the test needs several distinct continuations"
+    assert chi2_contingency(table).pvalue > 1e-3

@@ -51,6 +51,12 @@ class GuardedDrafter:
         self._benched = False
         self._last = self._pool.submit(self._quietly, self.drafter.begin, context)
 
+    def warm(self) -> None:
+        """Queues a throw-away one-token draft, so that a model drafter evaluates its prompt now, in the
+        background, rather than inside the first measured cycle."""
+        if not self._benched:
+            self._last = self._pool.submit(self._quietly, self.drafter.propose, 1)
+
     def extend(self, committed: bytes) -> None:
         if not self._benched and committed:
             self._last = self._pool.submit(self._quietly, self.drafter.extend, committed)
