@@ -86,6 +86,4 @@ def load_drafter(settings: Settings) -> GuardedDrafter | None:
 
 
 def spec_settings(settings: Settings) -> SpecSettings:
-    return SpecSettings(
-        draft_max=settings.draft_max, warmup_tokens=settings.warmup, deadline_s=settings.draft_deadline
-    )
+    return SpecSettings(draft_max=settings.draft_max, warmup_tokens=settings.warmup)

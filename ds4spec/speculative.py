@@ -42,7 +42,6 @@ ALIGN_WINDOW = 8  # committed target tokens re-tokenized with each draft
 class SpecSettings:
     draft_max: int = 16  # the most target tokens one draft may hold
     warmup_tokens: int = 32  # speculation starts once the context holds this many tokens (prompt included)
-    deadline_s: float = 2.0  # a drafter slower than this for one proposal is benched for the generation
 
 
 def generate_speculative(
@@ -156,19 +155,13 @@ class _Cycle:
         proposal = self.drafter.propose(math.ceil(k * self.drafter_tokens_per_target_token) + 2)
         draft: list[int] = []
         if proposal.text:
-            draft = align_draft(self.tok, self._window(pending), proposal.text, max_tokens=k, window=ALIGN_WINDOW)
+            # align_draft re-tokenizes the window's last tokens after any control token (template markup).
+            window = [*self.target.recent_tokens(ALIGN_WINDOW - 1), pending]
+            draft = align_draft(self.tok, window, proposal.text, max_tokens=k, window=ALIGN_WINDOW)
             if draft and proposal.drafter_tokens:
                 ratio = proposal.drafter_tokens / len(draft)
                 self.drafter_tokens_per_target_token = 0.8 * self.drafter_tokens_per_target_token + 0.2 * ratio
         return draft, k, time.perf_counter() - t0
-
-    def _window(self, pending: int) -> list[int]:
-        """The last committed tokens, after any control token (template markup has no text to re-tokenize)."""
-        window = [*self.target.recent_tokens(ALIGN_WINDOW - 1), pending]
-        for i in range(len(window) - 1, -1, -1):
-            if self.tok.is_control(window[i]):
-                return window[i + 1 :]
-        return window
 
     def _verify(self, rows: np.ndarray, draft: list[int]) -> Verdict:
         last_n = self.request.sampling.repeat_last_n
