@@ -18,14 +18,12 @@ from ds4spec.cli_options import (
     add_speculation_options,
     settings_from_args,
 )
-from ds4spec.decode import GenerationRequest, generate_plain
 from ds4spec.drafters.base import DraftContext
-from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.engine import Engine, Prompt
 from ds4spec.errors import InputError
 from ds4spec.events import Event, Finished, FinishReason, TextChunk
-from ds4spec.loading import check_settings, load_drafter, load_target, spec_settings
+from ds4spec.loading import check_settings
 from ds4spec.prompt import DEFAULT_CURSOR_MARKER, completion_tokens, fim_tokens, split_at_cursor
-from ds4spec.speculative import SpecSettings, generate_speculative
 from ds4spec.stats import GenerationStats
 from ds4spec.target import LlamaTarget
 
@@ -95,36 +93,21 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     check_settings(settings)
     text = read_input(sys.stdin.buffer)
-    target = load_target(settings)
-    drafter: GuardedDrafter | None = None
-    try:
-        drafter = load_drafter(settings)
-        prompt = build_prompt(target, text, fim=args.fim, marker=args.cursor_marker,
+    with Engine.load(settings) as engine:
+        tokens = build_prompt(engine.target, text, fim=args.fim, marker=args.cursor_marker,
                               truncate=args.truncate, max_tokens=settings.max_tokens)
-        request = GenerationRequest(prompt, settings.max_tokens, settings.sampling(), settings.stop)
         # The drafter continues the text the target sees: for FIM, the text before the cursor.
         if args.fim:
             seen = split_at_cursor(text, args.cursor_marker)[0].encode()
         else:
-            seen = target.tokenizer.detokenize(prompt)
-        events = _events(target, drafter, request, DraftContext(text=seen), spec_settings(settings))
-        outcome = _consume(events, stream=not args.json, prompt_tokens=len(prompt))
-    finally:
-        if drafter:
-            drafter.close()
-        target.close()
+            seen = engine.target.tokenizer.detokenize(tokens)
+        events = engine.generate(Prompt(tokens, DraftContext(text=seen)))
+        outcome = _consume(events, stream=not args.json, prompt_tokens=len(tokens))
     if args.json:
         _write_json(outcome)
     if args.stats:
         print(f"ds4spec: {outcome.stats.summary_line()}; finish: {outcome.reason.value}", file=sys.stderr)
     return 130 if outcome.reason is FinishReason.CANCELLED else 0
-
-
-def _events(target: LlamaTarget, drafter: GuardedDrafter | None, request: GenerationRequest,
-            context: DraftContext, spec: SpecSettings) -> Iterator[Event]:
-    if drafter is None:
-        return generate_plain(target, request)
-    return generate_speculative(target, drafter, request, context, spec)
 
 
 def _consume(events: Iterator[Event], *, stream: bool, prompt_tokens: int) -> _Outcome:

@@ -56,6 +56,7 @@ class CycleReport:
     accepted: int
     draft_seconds: float
     verify_seconds: float
+    event: str = ""  # the syntax event (``ds4spec.triggers``) that set this draft's length; "" without triggers
 
 
 @dataclass(frozen=True, slots=True)
