@@ -1,18 +1,25 @@
-"""A byte progress bar on stderr for downloads and hashing."""
+"""A byte progress bar on stderr for downloads and hashing, and a hook for interfaces that draw their own."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+
+# Called with (label, bytes done, bytes in all) after every step, so that a full-screen interface (the chat)
+# can draw the progress of the same pull and verify code that ``ds4spec models pull`` runs.
+ProgressListener = Callable[[str, int, int], None]
 
 
 class ByteProgress:
     """A byte progress bar on stderr: rich's on a terminal, otherwise one line per 10%."""
 
-    def __init__(self, label: str, total: int, enabled: bool = True) -> None:
+    def __init__(self, label: str, total: int, enabled: bool = True,
+                 listener: ProgressListener | None = None) -> None:
         self.label = label
         self.total = max(total, 1)
         self.done = 0
         self.enabled = enabled
+        self.listener = listener
         self._rich = None
         self._task = None
         self._next_pct = 10
@@ -40,6 +47,8 @@ class ByteProgress:
 
     def advance(self, n: int) -> None:
         self.done += n
+        if self.listener is not None:
+            self.listener(self.label, self.done, self.total)
         if not self.enabled:
             return
         if self._rich is not None:

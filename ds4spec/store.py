@@ -32,7 +32,7 @@ from ds4spec.manifests import (
     unknown_model_error,
 )
 from ds4spec.paths import models_dir
-from ds4spec.progress import ByteProgress
+from ds4spec.progress import ByteProgress, ProgressListener
 from ds4spec.sources import CHUNK, FETCHERS, Sink, SourceUnavailable
 
 __all__ = [
@@ -172,7 +172,7 @@ def _lock(path: Path, name: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _already_good(manifest: Manifest, path: Path, progress: bool) -> bool:
+def _already_good(manifest: Manifest, path: Path, progress: bool, listener: ProgressListener | None) -> bool:
     """True when the file in place is right: by its stamp, else by hashing it (which writes the stamp)."""
     try:
         st = path.stat()
@@ -182,15 +182,19 @@ def _already_good(manifest: Manifest, path: Path, progress: bool) -> bool:
         return False
     if _stamp_matches(path, st, manifest.sha256):
         return True
-    return verify(manifest, progress=progress).ok
+    return verify(manifest, progress=progress, listener=listener).ok
 
 
-def pull(manifest: Manifest, *, force: bool = False, progress: bool = True) -> Path:
-    """Makes the model's file present and verified; returns its path. A good file is kept unless force."""
+def pull(manifest: Manifest, *, force: bool = False, progress: bool = True,
+         listener: ProgressListener | None = None) -> Path:
+    """Makes the model's file present and verified; returns its path. A good file is kept unless force.
+
+    ``listener`` hears every step of the download and of the hashing, whether or not a bar is drawn.
+    """
     final = model_path(manifest)
     final.parent.mkdir(parents=True, exist_ok=True)
     with _lock(final, manifest.name):
-        if not force and _already_good(manifest, final, progress):
+        if not force and _already_good(manifest, final, progress, listener):
             _note(f"{manifest.name} is already downloaded and verified: {final}")
             return final
         if not force and final.exists():
@@ -199,7 +203,7 @@ def pull(manifest: Manifest, *, force: bool = False, progress: bool = True) -> P
         failures: list[str] = []
         for i, src in enumerate(manifest.sources):
             try:
-                _pull_from(src, manifest, tmp, progress)
+                _pull_from(src, manifest, tmp, progress, listener)
             except SourceUnavailable as e:
                 failures.append(f"{src.kind}: {e}")
                 # A local copy that is simply not there is the common case: no note for it.
@@ -216,7 +220,8 @@ def pull(manifest: Manifest, *, force: bool = False, progress: bool = True) -> P
         raise ModelError(f"could not download {manifest.name}: " + "; ".join(failures))
 
 
-def _pull_from(src: Source, manifest: Manifest, tmp: Path, progress: bool) -> None:
+def _pull_from(src: Source, manifest: Manifest, tmp: Path, progress: bool,
+               listener: ProgressListener | None = None) -> None:
     """Fetches from one source into ``tmp`` and moves it into place if size and sha256 match."""
     final = model_path(manifest)
     sinks: list[Sink] = []
@@ -226,7 +231,7 @@ def _pull_from(src: Source, manifest: Manifest, tmp: Path, progress: bool) -> No
         def factory() -> Sink:
             # Called once the source has something to give, so a failed connection draws no bar.
             if not bars:
-                bars.append(ByteProgress(f"{manifest.name} ({src.kind})", manifest.size, progress))
+                bars.append(ByteProgress(f"{manifest.name} ({src.kind})", manifest.size, progress, listener))
             sinks.append(Sink(f, manifest.size, bars[0]))
             return sinks[0]
 
@@ -249,7 +254,7 @@ def _pull_from(src: Source, manifest: Manifest, tmp: Path, progress: bool) -> No
     os.replace(tmp, final)
 
 
-def verify(manifest: Manifest, *, progress: bool = False) -> VerifyResult:
+def verify(manifest: Manifest, *, progress: bool = False, listener: ProgressListener | None = None) -> VerifyResult:
     """Checks the pulled file's size and full sha256 (always re-hashes); writes the stamp when it is right."""
     path = model_path(manifest)
     try:
@@ -261,7 +266,7 @@ def verify(manifest: Manifest, *, progress: bool = False) -> VerifyResult:
         return VerifyResult(
             manifest, path, "corrupt", f"{what}: {st.st_size} bytes, expected {manifest.size}"
         )
-    bar = ByteProgress(f"checking {manifest.name}", manifest.size, progress)
+    bar = ByteProgress(f"checking {manifest.name}", manifest.size, progress, listener)
     try:
         digest = sha256_file(path, bar)
     finally:
