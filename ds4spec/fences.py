@@ -1,0 +1,56 @@
+"""Fenced code blocks in Markdown answers: finding them whole (``/copy``) and line by line (streamed output)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# CommonMark: up to three spaces, then at least three backticks or tildes; an info string may follow.
+FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*?)[ \t]*$")
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    fence: str  # the opening fence, as in ```` ``` ```` or ``~~~~``
+    language: str  # the first word of the info string, "" when there is none
+    code: str  # without the fences; ends with a newline unless the answer stopped inside the block
+    closed: bool
+
+
+def opening(line: str) -> tuple[str, str] | None:
+    """``(fence, language)`` when ``line`` opens a fenced block, else None."""
+    match = FENCE.match(line.rstrip("\n"))
+    if not match:
+        return None
+    info = match["info"].split()
+    return match["fence"], info[0] if info else ""
+
+
+def closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes a block opened by ``fence`` (same character, at least as long, nothing after)."""
+    stripped = line.rstrip("\n").rstrip()
+    bare = stripped.lstrip(" ")
+    return (len(stripped) - len(bare) <= 3 and bare.startswith(fence)
+            and set(bare) == {fence[0]})
+
+
+def code_blocks(text: str) -> list[CodeBlock]:
+    """Every fenced block in ``text`` in order; a block the text ends inside counts, marked not ``closed``."""
+    blocks: list[CodeBlock] = []
+    fence: str | None = None
+    language = ""
+    lines: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if fence is None:
+            opened = opening(line)
+            if opened:
+                fence, language = opened
+                lines = []
+        elif closes(line, fence):
+            blocks.append(CodeBlock(fence, language, "".join(lines), True))
+            fence = None
+        else:
+            lines.append(line)
+    if fence is not None:
+        blocks.append(CodeBlock(fence, language, "".join(lines), False))
+    return blocks
