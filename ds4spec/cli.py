@@ -31,6 +31,7 @@ def _sub(subparsers: argparse._SubParsersAction, name: str, **kwargs: object) ->
 
 def build_parser() -> argparse.ArgumentParser:
     from ds4spec import bench, cli_models, complete, doctor
+    from ds4spec.chat import command as chat
 
     parser = _Parser(
         prog="ds4spec",
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what ds4spec and llama.cpp do")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     complete.register(subparsers)
+    chat.register(subparsers)
     cli_models.register(subparsers)
     bench.register(subparsers)
     doctor.register(subparsers)

@@ -1,0 +1,74 @@
+"""``ds4spec chat``: the full-screen chat, ``--sessions`` to list stored sessions, ``--resume [ID]`` to reopen one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ds4spec.cli_options import add_model_options, add_sampling_options, add_speculation_options, settings_from_args
+from ds4spec.errors import InputError, UsageError
+from ds4spec.loading import check_settings
+from ds4spec.sessions import SessionStore
+
+LATEST = 0  # --resume without an ID
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "chat",
+        help="chat with the target in a full-screen terminal interface",
+        description="A chat in the terminal: answers stream as markdown, the status bar shows how speculation "
+        "pays, and every session is kept on disk as it happens. Enter sends, Ctrl-J adds a line, Esc or Ctrl-C "
+        "cancels an answer, Ctrl-T shows provenance, Ctrl-O lists sessions, Ctrl-Q quits; /help lists commands.",
+    )
+    add_model_options(p)
+    add_speculation_options(p)
+    add_sampling_options(p)
+    g = p.add_argument_group("sessions")
+    g.add_argument("--resume", nargs="?", const=LATEST, type=int, metavar="ID",
+                   help="reopen session ID (without ID: the most recent one)")
+    g.add_argument("--sessions", action="store_true", help="list the stored sessions, newest first, and exit")
+    p.set_defaults(func=run)
+
+
+def resume_id(store: SessionStore, resume: int | None) -> int | None:
+    """The session to open: None for a new one, the latest for ``--resume`` alone, else the one named."""
+    if resume is None:
+        return None
+    if resume == LATEST:
+        latest = store.latest()
+        if latest is None:
+            raise InputError("there is no stored session to resume yet; start one with `ds4spec chat`")
+        return latest
+    if not store.exists(resume):
+        raise InputError(f"there is no session {resume}; `ds4spec chat --sessions` lists them")
+    return resume
+
+
+def run(args: argparse.Namespace) -> int:
+    from ds4spec.chat.screens import session_line
+
+    settings = settings_from_args(args)
+    check_settings(settings)
+    store = SessionStore()
+    try:
+        if store.problem:
+            print(f"ds4spec: note: {store.problem}", file=sys.stderr)
+        if args.sessions:
+            for info in store.sessions():
+                print(session_line(info))
+            return 0
+        session_id = resume_id(store, args.resume)
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise UsageError("chat needs a terminal; in scripts use `ds4spec complete`")
+        from ds4spec.chat.app import ChatApp  # Textual is imported only when the interface really starts
+
+        app = ChatApp(settings, store, session_id)
+        try:
+            app.run()
+        finally:
+            if app.conversation.engine is not None:
+                app.conversation.engine.close()
+    finally:
+        store.close()
+    return 0

@@ -1,0 +1,47 @@
+"""Getting the chat's models ready: pull the pair's missing models (as ``ds4spec models pull`` does), then load.
+
+Runs in a worker thread; what it has to say goes to the callbacks, never to stdout or stderr, which belong
+to the full-screen interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ds4spec import store
+from ds4spec.config import Settings
+from ds4spec.drafters.factory import KEYWORDS
+from ds4spec.engine import Engine
+from ds4spec.loading import check_settings, target_name
+from ds4spec.manifests import Manifest, find_pair, load_manifests
+from ds4spec.progress import ProgressListener
+
+
+def missing_models(settings: Settings) -> list[Manifest]:
+    """The known models these settings would load that are not downloaded yet (paths are never pulled).
+
+    The drafter counts only when it is the pair's own (no ``--draft``, or ``hybrid``): a drafter named
+    explicitly is the user's choice, and ``lookup``/``none`` need no model.
+    """
+    manifests = load_manifests()
+    names = [target_name(settings)]
+    if settings.draft_max > 0 and settings.draft in (None, "hybrid"):
+        names.append(find_pair(settings.pair).drafter)
+    elif settings.draft is not None and settings.draft not in KEYWORDS:
+        names.append(settings.draft)
+    wanted = [manifests[n] for n in dict.fromkeys(names) if n in manifests]
+    return [m for m in wanted if store.model_status(m) == "not pulled"]
+
+
+def prepare_engine(settings: Settings, *, listener: ProgressListener,
+                   stage: Callable[[str], None]) -> Engine:
+    """Pulls what is missing (``listener`` hears the bytes, ``stage`` each step), then loads the engine.
+
+    Errors are ``Ds4Error``s with one-line messages, as everywhere in ds4spec.
+    """
+    check_settings(settings)
+    for manifest in missing_models(settings):
+        stage(f"downloading {manifest.name} (first run)")
+        store.pull(manifest, progress=False, listener=listener)
+    stage("loading the models")
+    return Engine.load(settings)
