@@ -32,6 +32,7 @@ def _sub(subparsers: argparse._SubParsersAction, name: str, **kwargs: object) ->
 def build_parser() -> argparse.ArgumentParser:
     from ds4spec import bench, cli_models, complete, doctor
     from ds4spec.chat import command as chat
+    from ds4spec.server import stdio as serve
 
     parser = _Parser(
         prog="ds4spec",
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_models.register(subparsers)
     bench.register(subparsers)
     doctor.register(subparsers)
+    serve.register(subparsers)
     return parser
 
 
