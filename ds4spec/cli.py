@@ -30,7 +30,7 @@ def _sub(subparsers: argparse._SubParsersAction, name: str, **kwargs: object) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ds4spec import bench, cli_models, complete, doctor
+    from ds4spec import bench, cli_models, complete, doctor, repl
     from ds4spec.chat import command as chat
     from ds4spec.server import stdio as serve
 
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     complete.register(subparsers)
     chat.register(subparsers)
+    repl.register(subparsers)
     cli_models.register(subparsers)
     bench.register(subparsers)
     doctor.register(subparsers)

@@ -1,0 +1,190 @@
+"""``ds4spec repl``: a line-oriented chat in the terminal, stored as a session like ``ds4spec chat``.
+
+Answers stream as they are generated; a statistics line follows each one. Ctrl-C while an answer streams
+stops it (what was shown is kept in the session and in what the model sees next); Ctrl-C at the prompt
+discards the line being typed; Ctrl-D at an empty prompt leaves. Generation runs on the main thread: a
+Ctrl-C inside llama.cpp ends the generation as cancelled (the engine's doing), one anywhere else closes
+the stream, which the conversation records as cancelled too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+import time
+
+from ds4spec.cli_options import add_model_options, add_sampling_options, add_speculation_options, settings_from_args
+from ds4spec.conversation import Conversation
+from ds4spec.engine import Engine
+from ds4spec.errors import Ds4Error, InputError, UsageError
+from ds4spec.events import Finished, FinishReason, TextChunk
+from ds4spec.loading import check_settings
+from ds4spec.repl_input import Reader
+from ds4spec.repl_render import StreamRenderer, Terminal, visible
+from ds4spec.sessions import SessionInfo, SessionStore
+from ds4spec.slash import CommandResult, is_command, run_command
+from ds4spec.stats_text import answer_line
+
+LATEST = -1  # --resume without an id
+RESUME_SHOWS = 10  # messages of a resumed session printed before the prompt
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "repl",
+        help="chat in the terminal, line by line",
+        description="Chat with the target in the terminal. Enter sends; Alt-Enter (or Esc, Enter) adds a line; "
+                    "Ctrl-C stops an answer; Ctrl-D exits; /help lists the commands. Sessions are saved.",
+    )
+    add_model_options(p)
+    add_speculation_options(p)
+    add_sampling_options(p)
+    g = p.add_argument_group("sessions")
+    g.add_argument("--resume", nargs="?", type=int, const=LATEST, metavar="ID",
+                   help="continue session ID (default: the latest one)")
+    g.add_argument("--sessions", action="store_true", help="list the saved sessions and exit")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    check_settings(settings)
+    term = Terminal.detect()
+    store = SessionStore()
+    try:
+        if store.problem:
+            print(f"ds4spec: warning: {store.problem}", file=sys.stderr)
+        if args.sessions:
+            _list_sessions(store.sessions())
+            return 0
+        session_id = _session_to_resume(store, args.resume)
+        with Engine.load(settings) as engine:
+            conv = Conversation(engine, store, session_id)
+            return Repl(conv, term).loop()
+    finally:
+        store.close()
+
+
+def _session_to_resume(store: SessionStore, resume: int | None) -> int | None:
+    if resume is None:
+        return None
+    if resume == LATEST:
+        latest = store.latest()
+        if latest is None:
+            raise UsageError("there is no saved session to resume")
+        return latest
+    if not store.exists(resume):
+        raise UsageError(f"there is no session {resume}; `ds4spec repl --sessions` lists them")
+    return resume
+
+
+def _list_sessions(sessions: list[SessionInfo]) -> None:
+    if not sessions:
+        print("no saved sessions")
+        return
+    for s in sessions:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
+        print(f"{s.id:>5}  {when}  {s.messages:>4} messages  {visible(s.title)}")
+
+
+class Repl:
+    def __init__(self, conv: Conversation, term: Terminal) -> None:
+        self.conv = conv
+        self.term = term
+        self.reader = Reader(term)
+        self.out = sys.stdout
+
+    def loop(self) -> int:
+        self._banner()
+        kept = ""  # a message that could not be sent, offered again
+        while True:
+            try:
+                line = self.reader.read(kept)
+            except KeyboardInterrupt:
+                self._note("(Ctrl-D exits)")
+                kept = ""
+                continue
+            except EOFError:
+                self._write("\n" if self.term.interactive else "")
+                return 0
+            kept = ""
+            if is_command(line):
+                self._command(line)
+            elif not line.strip():
+                self._note("(empty message: nothing sent)")
+            else:
+                kept = self._ask(line)
+
+    def _ask(self, text: str) -> str:
+        """Sends ``text`` and streams the answer; returns the text when it could not be sent."""
+        try:
+            stream = self.conv.send(text)
+        except InputError as err:
+            kept = " it is back in the prompt to edit" if self.reader.keeps_text else " it was not sent"
+            self._note(f"ds4spec: {err};{kept}")
+            return text if self.reader.keeps_text else ""
+        renderer = StreamRenderer(self.term.color)
+        finished: Finished | None = None
+        try:
+            for event in stream:
+                if isinstance(event, TextChunk):
+                    self._write(renderer.feed(event.text))
+                elif isinstance(event, Finished):
+                    finished = event
+        except KeyboardInterrupt:
+            stream.close()  # type: ignore[attr-defined]  # the conversation records it as cancelled
+        self._write(renderer.finish())
+        if not renderer.ends_with_newline:
+            self._write("\n")
+        if finished is None or finished.reason is FinishReason.CANCELLED:
+            self._note("(stopped; the answer so far is kept)")
+        if finished is not None and self.conv.last_stats is not None:
+            self._note(f"[{answer_line(finished.stats, finished.reason.value)}]")
+        return ""
+
+    def _command(self, line: str) -> None:
+        try:
+            result = run_command(line, self.conv)
+        except Ds4Error as err:
+            self._note(f"ds4spec: {err}")
+            return
+        except KeyboardInterrupt:  # while /draft loads a model, say: the old drafter stays
+            self._note("(interrupted)")
+            return
+        self._show(result)
+
+    def _show(self, result: CommandResult) -> None:
+        if result.clipboard is not None:
+            if self.term.dumb or not self.term.interactive:
+                text = visible(result.clipboard)
+                self._write(text + ("" if text.endswith("\n") else "\n"))
+                self._note("(no clipboard on this terminal: the text is above)")
+                return
+            data = base64.b64encode(result.clipboard.encode("utf-8")).decode("ascii")
+            self._write(f"\x1b]52;c;{data}\x07")  # OSC 52: the terminal puts it on the clipboard
+        self._note(result.message)
+
+    def _banner(self) -> None:
+        engine = self.conv.engine
+        assert engine is not None
+        drafter = f"drafter {engine.drafter_name}" if engine.speculating else "plain decoding"
+        self._note(f"ds4spec repl · {engine.target_name} · {drafter} · session {self.conv.session_id}")
+        if self.term.interactive:
+            self._note("Enter sends, Alt-Enter adds a line, Ctrl-C stops an answer, Ctrl-D exits, /help lists commands")
+        history = self.conv.history()
+        if history:
+            if len(history) > RESUME_SHOWS:
+                self._note(f"({len(history) - RESUME_SHOWS} earlier messages)")
+            for m in history[-RESUME_SHOWS:]:
+                who = "you" if m.role == "user" else m.role
+                note = "" if m.status == "done" else f" ({m.status})"
+                self._write(f"{self.term.dim(who + note + ':')} {visible(m.content).rstrip()}\n")
+
+    def _note(self, text: str) -> None:
+        self._write(self.term.dim(visible(text)) + "\n")
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
