@@ -36,8 +36,8 @@ class FrameReader:
         headers: dict[str, str] = {}
         while True:
             line = self._stream.readline(MAX_HEADER_LINE + 1)
-            if not line:
-                return None  # end of input, between or inside frames alike
+            if not line or (len(line) <= MAX_HEADER_LINE and not line.endswith(b"\n")):
+                return None  # end of input, between or inside frames alike (readline stops short only there)
             if self._resync:
                 if not line.lower().startswith(b"content-length:"):
                     continue
