@@ -53,6 +53,8 @@ class ChatApp(App[None]):
     #conversation { height: 1fr; padding: 0 1; }
     #legend { display: none; color: $text-muted; padding: 0 1; }
     #conversation.-provenance #legend { display: block; }
+    #conversation.-provenance MessageView.-assistant Markdown { display: none; }
+    #conversation.-provenance MessageView.-assistant .provenance { display: block; }
     #loading { height: auto; padding: 0 1; }
     #loading.-hidden { display: none; }
     #loading .-failed { color: $error; }

@@ -1,6 +1,7 @@
 """The chat's widgets: the multi-line input and the views of messages and notes.
 
-An assistant message is drawn two ways, and the conversation's ``-provenance`` class picks which shows:
+An assistant message is drawn two ways, and the conversation's ``-provenance`` class picks which shows (the
+rule is in the app's CSS: a widget's default CSS cannot look at its ancestors):
 as markdown (streamed with Textual's ``MarkdownStream``; code blocks highlighted by pygments) and as plain
 text coloured by provenance.
 """
@@ -88,8 +89,6 @@ class MessageView(Vertical):
     MessageView .body { padding: 0 1; }
     MessageView Markdown { margin: 0; padding: 0 1; }
     MessageView .provenance { display: none; padding: 0 1; }
-    .-provenance MessageView.-assistant Markdown { display: none; }
-    .-provenance MessageView.-assistant .provenance { display: block; }
     """
 
     def __init__(self, role: str, content: str = "", status: str = "done") -> None:
