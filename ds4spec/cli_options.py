@@ -38,6 +38,12 @@ def add_speculation_options(parser: argparse.ArgumentParser) -> None:
                    "prompt included (default 32)")
     g.add_argument("--draft-deadline", type=float, metavar="S", help="a drafter slower than S seconds for one "
                    "draft is benched for the rest of the generation (default 2)")
+    g.add_argument("--no-triggers", dest="triggers", action="store_const", const=False, help="let one gate "
+                   "choose draft lengths instead of syntax-event triggers (triggers are on by default)")
+    g.add_argument("--triggers", dest="trigger_files", action="append", metavar="PATH", help="a trigger rule "
+                   "file or directory, read after the built-in rules and the user's (repeatable)")
+    g.add_argument("--language", metavar="LANG", help="the language of the text, for triggers: a name "
+                   "(python, rust, ...), a fence tag or a file name (default: generic code rules)")
 
 
 def add_sampling_options(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +67,7 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 _SETTING_FLAGS = (
     "target", "ctx", "threads", "gpu_layers", "batch", "max_tokens", "temperature", "top_k", "top_p", "min_p",
     "repeat_penalty", "seed", "stop", "pair", "draft", "draft_max", "draft_backend", "p_min", "warmup",
-    "draft_deadline",
+    "draft_deadline", "triggers", "trigger_files", "language",
 )
 
 

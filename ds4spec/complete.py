@@ -101,12 +101,14 @@ def run(args: argparse.Namespace) -> int:
             seen = split_at_cursor(text, args.cursor_marker)[0].encode()
         else:
             seen = engine.target.tokenizer.detokenize(tokens)
-        events = engine.generate(Prompt(tokens, DraftContext(text=seen)))
+        events = engine.generate(Prompt(tokens, DraftContext(text=seen), settings.language))
         outcome = _consume(events, stream=not args.json, prompt_tokens=len(tokens))
     if args.json:
         _write_json(outcome)
     if args.stats:
         print(f"ds4spec: {outcome.stats.summary_line()}; finish: {outcome.reason.value}", file=sys.stderr)
+        for line in outcome.stats.event_lines():
+            print(f"ds4spec:   {line}", file=sys.stderr)
     return 130 if outcome.reason is FinishReason.CANCELLED else 0
 
 

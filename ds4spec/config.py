@@ -32,6 +32,9 @@ class Settings:
     p_min: float = 0.3  # a model drafter stops when its top probability falls below this
     warmup: int = 32  # speculation starts once the context holds this many tokens (prompt included)
     draft_deadline: float = 2.0  # seconds; a drafter slower than this for one proposal is benched
+    triggers: bool = True  # syntax events choose draft lengths and sources (``ds4spec.trigger_policy``)
+    trigger_files: tuple[str, ...] = ()  # extra rule files or directories, after the built-in and user ones
+    language: str | None = None  # the language of completion text (a name, fence tag or file name)
     ctx: int = 4096
     threads: int | None = None
     gpu_layers: int | None = None
@@ -62,6 +65,7 @@ class Settings:
 
 
 _HINTS = typing.get_type_hints(Settings)
+_BOOLS = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
 
 
 def _base_type(name: str) -> type:
@@ -86,6 +90,12 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             if not _optional(name):
                 raise TypeError(kind.__name__)
             return None
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in _BOOLS:
+                return _BOOLS[value.lower()]
+            raise TypeError("true or false")
         if kind is int and not isinstance(value, bool):
             return int(value)
         if kind is float and not isinstance(value, bool):
@@ -103,7 +113,8 @@ def _optional(name: str) -> bool:
 
 def _describe(name: str) -> str:
     kind = _base_type(name)
-    return {int: "an integer", float: "a number", str: "a string", tuple: "a list of strings"}[kind]
+    return {int: "an integer", float: "a number", str: "a string", tuple: "a list of strings",
+            bool: "true or false"}[kind]
 
 
 def _from_file(path: Path) -> dict[str, Any]:

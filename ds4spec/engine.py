@@ -20,11 +20,14 @@ from ds4spec.drafters.base import DraftContext
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.errors import InputError
 from ds4spec.events import Event
-from ds4spec.loading import check_settings, drafter_spec, load_drafter, load_target, spec_settings
+from ds4spec.loading import check_settings, drafter_spec, load_drafter, load_rules, load_target, spec_settings
+from ds4spec.policy import AcceptanceModel, CycleCosts, DraftPolicy, GatedPolicy
 from ds4spec.prompt import ChatMessage, chat_tokens, completion_tokens, fim_tokens
 from ds4spec.speculative import generate_speculative
 from ds4spec.target import LlamaTarget
 from ds4spec.tokenizer import LlamaTokenizer
+from ds4spec.trigger_policy import TriggerLearning, TriggerPolicy
+from ds4spec.trigger_rules import RuleBook
 
 Cancelled = Callable[[], bool]
 
@@ -43,27 +46,38 @@ class Prompt:
 
     tokens: list[int]
     context: DraftContext
+    language: str | None = None  # for triggers: the text's language; chat answers are markdown
 
 
 class Engine:
-    def __init__(self, settings: Settings, target: LlamaTarget, drafter: GuardedDrafter | None) -> None:
+    def __init__(self, settings: Settings, target: LlamaTarget, drafter: GuardedDrafter | None,
+                 rules: RuleBook | None = None) -> None:
         self.settings = settings
         self.target = target
         self.drafter = drafter
+        self.rules = rules  # trigger rules; None: one gate for every cycle
         self.speculation = drafter is not None  # /spec on|off: a loaded drafter may be left idle
         self._lock = threading.Lock()
+        self._forget()
+
+    def _forget(self) -> None:
+        """What policies learned about this drafter, kept across generations: a new drafter starts afresh."""
+        self._learning = TriggerLearning()
+        self._gate_costs = CycleCosts()
+        self._gate_acceptance = AcceptanceModel()
 
     @classmethod
     def load(cls, settings: Settings) -> Engine:
         """Checks the settings, loads the target, then the drafter (see ``load_drafter`` for a missing one)."""
         check_settings(settings)
+        rules = load_rules(settings)  # a broken rule file fails before minutes of model loading
         target = load_target(settings)
         try:
             drafter = load_drafter(settings)
         except BaseException:
             target.close()
             raise
-        return cls(settings, target, drafter)
+        return cls(settings, target, drafter, rules)
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -91,17 +105,19 @@ class Engine:
             new = load_drafter(settings)
             old, self.drafter, self.settings = self.drafter, new, settings
             self.speculation = new is not None
+            self._forget()
         if old is not None:
             old.close()
 
     # -- prompts ----------------------------------------------------------------------------------------
 
-    def completion_prompt(self, prefix: str, suffix: str | None = None) -> Prompt:
-        """Continue ``prefix``; with a ``suffix``, fill in the middle between the two."""
+    def completion_prompt(self, prefix: str, suffix: str | None = None, language: str | None = None) -> Prompt:
+        """Continue ``prefix``; with a ``suffix``, fill in the middle between the two. ``language`` (a name,
+        fence tag or file name) picks the trigger rules; default: the settings' ``language``."""
         tok = self.target.tokenizer
         tokens = completion_tokens(tok, prefix) if suffix is None else fim_tokens(tok, prefix, suffix)
         self.check_fits(tokens)
-        return Prompt(tokens, DraftContext(text=prefix.encode("utf-8")))
+        return Prompt(tokens, DraftContext(text=prefix.encode("utf-8")), language or self.settings.language)
 
     def chat_prompt(self, messages: Sequence[ChatMessage]) -> Prompt:
         """The conversation in the target's chat template, with an open assistant turn."""
@@ -109,7 +125,7 @@ class Engine:
         tokens = chat_tokens(tok, self.target.chat_template, messages,
                              bos=_special_text(tok, tok.bos), eos=_special_text(tok, tok.eos))
         self.check_fits(tokens)
-        return Prompt(tokens, DraftContext(messages=tuple(messages)))
+        return Prompt(tokens, DraftContext(messages=tuple(messages)), "markdown")
 
     def check_fits(self, tokens: Sequence[int]) -> None:
         n_ctx = self.target.n_ctx
@@ -144,9 +160,17 @@ class Engine:
                 yield from generate_plain(self.target, request, cancelled=cancelled)
             else:
                 yield from generate_speculative(self.target, drafter, request, prompt.context,
-                                                spec_settings(self.settings), cancelled=cancelled)
+                                                spec_settings(self.settings), policy=self.policy(prompt),
+                                                cancelled=cancelled)
         finally:
             self._lock.release()
+
+    def policy(self, prompt: Prompt) -> DraftPolicy:
+        """Triggers for the prompt's language, or one gate; both keep learning across generations."""
+        draft_max = self.settings.draft_max
+        if self.rules is not None and self.drafter is not None:
+            return TriggerPolicy(self.rules, prompt.language, draft_max, self.drafter.sources, self._learning)
+        return GatedPolicy(draft_max, self._gate_costs, self._gate_acceptance)
 
     def complete(self, prefix: str, suffix: str | None = None, **kwargs: object) -> Iterator[Event]:
         return self.generate(self.completion_prompt(prefix, suffix), **kwargs)  # type: ignore[arg-type]

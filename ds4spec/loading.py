@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 from ds4spec.config import Settings
 from ds4spec.drafters.factory import KEYWORDS, DrafterSpec, build_drafter
@@ -12,6 +14,7 @@ from ds4spec.manifests import Pair, find_pair
 from ds4spec.speculative import SpecSettings
 from ds4spec.store import resolve_model
 from ds4spec.target import LlamaTarget
+from ds4spec.trigger_rules import RuleBook, load_rulebook
 
 
 def check_settings(settings: Settings) -> None:
@@ -50,8 +53,10 @@ def load_target(settings: Settings) -> LlamaTarget:
 
 
 def drafter_spec(settings: Settings) -> DrafterSpec:
+    """With triggers on, the implicit drafter is hybrid: the pair's model plus lookup, so that every rule's
+    drafter choice (lookup, model, hybrid) can be honoured."""
     pair = pair_of(settings)
-    draft = settings.draft or pair.drafter
+    draft = settings.draft or ("hybrid" if settings.triggers else pair.drafter)
     # The pair's backend applies to the pair's own drafter; a drafter named on the command line runs in
     # llama.cpp unless --draft-backend says otherwise.
     pair_model = draft in (pair.drafter, "hybrid") and not settings.draft_backend
@@ -80,9 +85,19 @@ def load_drafter(settings: Settings) -> GuardedDrafter | None:
     except ModelError as exc:
         if settings.draft is not None:
             raise
+        if settings.triggers:
+            print(f"ds4spec: note: {exc}; drafting with text lookup only", file=sys.stderr)
+            return load_drafter(replace(settings, draft="lookup"))
         print(f"ds4spec: note: {exc}; decoding without speculation", file=sys.stderr)
         return None
     return GuardedDrafter(drafter, deadline_s=settings.draft_deadline) if drafter else None
+
+
+def load_rules(settings: Settings) -> RuleBook | None:
+    """The trigger rules (built-in, user, ``--triggers``), or None with triggers off; a broken file is an error."""
+    if not settings.triggers:
+        return None
+    return load_rulebook(Path(p).expanduser() for p in settings.trigger_files)
 
 
 def spec_settings(settings: Settings) -> SpecSettings:

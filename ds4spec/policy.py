@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from ds4spec.drafters.base import DraftContext
+
 EMA = 0.25  # weight of a new measurement
 # Before a length is measured, assume each drafted token adds this many plain steps to a cycle (the measured
 # verify cost alone is 0.4 to 0.7 per token on a 2-core CPU; a GPU is far cheaper and corrects it quickly).
@@ -98,17 +100,32 @@ def candidate_lengths(draft_max: int) -> list[int]:
 
 
 class DraftPolicy(ABC):
-    """Decides the draft length of each cycle and learns from its outcome."""
+    """Decides the draft length of each cycle (and which drafter source to ask) and learns from its outcome.
+
+    Like a drafter, a policy may follow the committed text (``begin``/``extend``); ``event`` names the
+    syntax event behind its last decision ("" when it does not look at syntax) and ``source`` the drafter
+    source it asks for: ``any`` (the drafter decides), ``lookup`` or ``model`` (a hybrid drafter's halves).
+    """
 
     draft_max: int
+    event: str = ""
+    source: str = "any"
+
+    def begin(self, context: DraftContext) -> None:  # noqa: B027 - optional: most policies ignore the text
+        """A generation starts from ``context``."""
+
+    def extend(self, committed: bytes) -> None:  # noqa: B027
+        """Bytes the target committed."""
 
     @abstractmethod
     def draft_length(self) -> int:
         """Target tokens to draft this cycle; 0 means a plain step."""
 
-    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float) -> None:  # noqa: B027
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,  # noqa: B027
+                source: str = "") -> None:
         """The outcome of a cycle: ``requested`` tokens asked for, ``drafted`` of them aligned and verified,
-        ``accepted`` kept; ``cycle_seconds`` is its whole wall time."""
+        ``accepted`` kept; ``cycle_seconds`` is its whole wall time; ``source`` is where the draft came from
+        (``model``, ``lookup``, or ``none`` when the drafter had nothing)."""
 
 
 class FixedLength(DraftPolicy):
@@ -159,9 +176,10 @@ class GatedPolicy(DraftPolicy):
             return self.candidates[0]
         return 0
 
-    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float) -> None:
-        # A draft the aligner emptied still cost its drafting: it counts as a cycle of the requested length.
-        self.costs.observe(requested, cycle_seconds)
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
+                source: str = "") -> None:
+        # A cycle whose drafter had nothing to offer was a plain step (plus a cheap attempt).
+        self.costs.observe(requested if drafted else 0, cycle_seconds)
         if drafted:
             self.acceptance.observe(drafted, accepted)
             if accepted:

@@ -31,7 +31,7 @@ from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.events import CycleReport, Event, FinishReason, Provenance
 from ds4spec.policy import DraftPolicy, GatedPolicy
 from ds4spec.sampling import Sampler
-from ds4spec.stats import GenerationStats
+from ds4spec.stats import EventCounts, GenerationStats
 from ds4spec.target import LlamaTarget
 from ds4spec.verify import Verdict, verify_draft
 
@@ -63,6 +63,7 @@ def generate_speculative(
     failures_before = drafter.failures.total
     try:
         drafter.begin(context)
+        cycle.policy.begin(context)
         drafter.warm()  # the drafter reads its prompt while the target reads its own
         reason = yield from cycle.run(cancelled, clock)
     except KeyboardInterrupt:
@@ -105,14 +106,14 @@ class _Cycle:
             yield chunk
         if reason:
             return reason
-        self.drafter.extend(self.tok.piece(pending))
+        self._follow(self.tok.piece(pending))
         while True:
             if cancelled():
                 return FinishReason.CANCELLED
             if target.n_past >= target.n_ctx:
                 return FinishReason.CONTEXT
             start = time.perf_counter()
-            draft, requested, draft_seconds = self._draft(pending)
+            draft, requested, source, draft_seconds = self._draft(pending)
             base = target.n_past
             t0 = time.perf_counter()
             target.checkpoint()
@@ -122,7 +123,7 @@ class _Cycle:
             verify_seconds = time.perf_counter() - t0
             self._account(len(draft), verdict.accepted, draft_seconds, verify_seconds)
             if draft:
-                yield CycleReport(len(draft), verdict.accepted, draft_seconds, verify_seconds)
+                yield CycleReport(len(draft), verdict.accepted, draft_seconds, verify_seconds, self.policy.event)
             committed = [*draft[: verdict.accepted], verdict.token]
             for i, token in enumerate(committed):
                 own = i == len(committed) - 1
@@ -131,14 +132,19 @@ class _Cycle:
                     yield chunk
                 if reason:
                     return reason
-            self.drafter.extend(self.tok.detokenize(committed))
-            # A cycle whose drafter had nothing to offer was a plain step (plus a cheap attempt).
+            self._follow(self.tok.detokenize(committed))
             spent = time.perf_counter() - start
-            self.policy.observe(requested if draft else 0, len(draft), verdict.accepted, spent)
+            self.policy.observe(requested, len(draft), verdict.accepted, spent, source)
             pending = verdict.token
 
-    def _draft(self, pending: int) -> tuple[list[int], int, float]:
-        """Target tokens to verify after ``pending``, how many were asked for, and the seconds it took."""
+    def _follow(self, committed: bytes) -> None:
+        """The drafter and the policy both follow the committed text."""
+        self.drafter.extend(committed)
+        self.policy.extend(committed)
+
+    def _draft(self, pending: int) -> tuple[list[int], int, str, float]:
+        """Target tokens to verify after ``pending``, how many were asked for, the draft's source (``none``
+        when there was none) and the seconds it took."""
         target = self.target
         room = min(
             target.n_ctx - target.n_past - 1,
@@ -146,13 +152,14 @@ class _Cycle:
             self.request.max_tokens - len(self.out.tokens),
         )
         if target.n_past + 1 < self.settings.warmup_tokens or not self.drafter.available:
-            return [], 0, 0.0
+            return [], 0, "none", 0.0
         k = min(self.policy.draft_length(), room)
         if k <= 0:
-            return [], 0, 0.0
+            return [], 0, "none", 0.0
         t0 = time.perf_counter()
         # The aligner drops a draft's unstable last word, so ask for a little more than k.
-        proposal = self.drafter.propose(math.ceil(k * self.drafter_tokens_per_target_token) + 2)
+        want = math.ceil(k * self.drafter_tokens_per_target_token) + 2
+        proposal = self.drafter.propose(want, source=self.policy.source)
         draft: list[int] = []
         if proposal.text:
             # align_draft re-tokenizes the window's last tokens after any control token (template markup).
@@ -161,7 +168,7 @@ class _Cycle:
             if draft and proposal.drafter_tokens:
                 ratio = proposal.drafter_tokens / len(draft)
                 self.drafter_tokens_per_target_token = 0.8 * self.drafter_tokens_per_target_token + 0.2 * ratio
-        return draft, k, time.perf_counter() - t0
+        return draft, k, proposal.source, time.perf_counter() - t0
 
     def _verify(self, rows: np.ndarray, draft: list[int]) -> Verdict:
         last_n = self.request.sampling.repeat_last_n
@@ -177,6 +184,8 @@ class _Cycle:
 
     def _account(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
         s = self.stats
+        if self.policy.event:
+            s.events.setdefault(self.policy.event, EventCounts()).add(drafted, accepted)
         s.target_forward_passes += 1
         s.draft_seconds += draft_s
         s.verify_seconds += verify_s

@@ -5,7 +5,38 @@ The words (drafted, accepted, corrected, bonus, committed) mean what ``ds4spec.e
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(slots=True)
+class EventCounts:
+    """Cycles begun at one syntax event (``ds4spec.syntax_events``): how many, and what their drafts got."""
+
+    cycles: int = 0
+    verify_passes_with_draft: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+
+    def add(self, drafted: int, accepted: int) -> None:
+        self.cycles += 1
+        if drafted:
+            self.verify_passes_with_draft += 1
+            self.drafted_tokens += drafted
+            self.accepted_tokens += accepted
+
+    def merge(self, other: EventCounts) -> None:
+        self.cycles += other.cycles
+        self.verify_passes_with_draft += other.verify_passes_with_draft
+        self.drafted_tokens += other.drafted_tokens
+        self.accepted_tokens += other.accepted_tokens
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+
+    @property
+    def mean_accepted_length(self) -> float:
+        return self.accepted_tokens / self.verify_passes_with_draft if self.verify_passes_with_draft else 0.0
 
 
 @dataclass(slots=True)
@@ -25,6 +56,7 @@ class GenerationStats:
     drafter_failures: int = 0  # cycles where the drafter raised, missed its deadline or returned garbage
     plain_step_seconds: float = 0.0  # measured (or estimated) cost of one plain decoding step
     seed: int | None = None
+    events: dict[str, EventCounts] = field(default_factory=dict)  # per syntax event, with triggers on
 
     @property
     def tokens_per_second(self) -> float:
@@ -62,7 +94,18 @@ class GenerationStats:
         data["tokens_per_target_pass"] = round(self.tokens_per_target_pass, 3)
         data["other_seconds"] = round(self.other_seconds, 4)
         data["speedup_over_plain"] = round(self.speedup_over_plain, 3)
+        data["events"] = {
+            name: {**asdict(c), "acceptance_rate": round(c.acceptance_rate, 4),
+                   "mean_accepted_length": round(c.mean_accepted_length, 3)}
+            for name, c in sorted(self.events.items())
+        }
         return data
+
+    def event_lines(self) -> list[str]:
+        """One line per syntax event, busiest first, for ``--stats``."""
+        rows = sorted(self.events.items(), key=lambda kv: -kv[1].cycles)
+        return [f"{name:<24} {c.cycles:>5} cycles, drafted {c.drafted_tokens:>5}, accepted {c.accepted_tokens:>5} "
+                f"({c.acceptance_rate:.0%}, {c.mean_accepted_length:.2f} per verify pass)" for name, c in rows]
 
     def summary_line(self) -> str:
         """One human line for ``--stats`` on stderr."""

@@ -142,11 +142,18 @@ def test_unknown_model_name_lists_the_known_ones() -> None:
     one_line_error(ds4spec("complete", "--target", "gpt-17"), 2, "unknown model 'gpt-17'", "qwen2.5-coder-1.5b")
 
 
-def test_a_missing_pair_drafter_falls_back_to_plain_decoding_with_a_note(tiny_bpe_gguf: Path) -> None:
+def test_a_missing_pair_drafter_falls_back_to_lookup_with_a_note(tiny_bpe_gguf: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "ds4spec", "complete", "--target", str(tiny_bpe_gguf),
                            "--max-tokens", "8"], input=PROMPT, capture_output=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout
     assert proc.stderr.decode().startswith("ds4spec: note: model smollm2-135m is not downloaded")
+    assert "drafting with text lookup only" in proc.stderr.decode()
+
+
+def test_a_missing_pair_drafter_without_triggers_falls_back_to_plain_decoding(tiny_bpe_gguf: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ds4spec", "complete", "--target", str(tiny_bpe_gguf),
+                           "--no-triggers", "--max-tokens", "8"], input=PROMPT, capture_output=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout
     assert "decoding without speculation" in proc.stderr.decode()
 
 

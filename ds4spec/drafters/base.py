@@ -60,6 +60,7 @@ class Drafter(ABC):
     """Proposes text. Implementations: llama.cpp, transformers, text lookup, hybrid."""
 
     name: str = "drafter"
+    sources: tuple[str, ...] = ("model",)  # what ``propose_from`` can be asked for: model and/or lookup
 
     @abstractmethod
     def begin(self, context: DraftContext) -> None:
@@ -75,6 +76,10 @@ class Drafter(ABC):
 
         A model drafter stops early when its top probability falls below its ``p_min``.
         """
+
+    def propose_from(self, source: str, max_tokens: int) -> Draft:
+        """A draft from ``source`` only (one of ``sources``); a drafter with one source just proposes."""
+        return self.propose(max_tokens)
 
     def close(self) -> None:  # noqa: B027 - optional hook; most drafters hold nothing to release
         """Releases models and memory."""

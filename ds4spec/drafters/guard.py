@@ -34,6 +34,7 @@ class GuardedDrafter:
     def __init__(self, drafter: Drafter, *, deadline_s: float = 2.0) -> None:
         self.drafter = drafter
         self.name = drafter.name
+        self.sources = drafter.sources
         self.deadline_s = deadline_s
         self.failures = DrafterFailures()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"drafter-{drafter.name}")
@@ -61,10 +62,14 @@ class GuardedDrafter:
         if not self._benched and committed:
             self._last = self._pool.submit(self._quietly, self.drafter.extend, committed)
 
-    def propose(self, max_tokens: int) -> Draft:
+    def propose(self, max_tokens: int, source: str = "any") -> Draft:
+        """The drafter's proposal (from ``source`` only, unless ``any``), or ``NO_DRAFT`` when it fails."""
         if self._benched or max_tokens <= 0:
             return NO_DRAFT
-        future = self._pool.submit(self.drafter.propose, max_tokens)
+        if source == "any":
+            future = self._pool.submit(self.drafter.propose, max_tokens)
+        else:
+            future = self._pool.submit(self.drafter.propose_from, source, max_tokens)
         self._last = future
         try:
             draft = future.result(timeout=self.deadline_s)

@@ -22,6 +22,7 @@ class HybridDrafter(Drafter):
         self.lookup = lookup
         self.model = model
         self.name = f"hybrid({lookup.name}+{model.name})"
+        self.sources = ("lookup", "model")
 
     def begin(self, context: DraftContext) -> None:
         """Starts both sub-drafters on the same context."""
@@ -40,6 +41,14 @@ class HybridDrafter(Drafter):
             return draft
         draft = self.model.propose(max_tokens)
         return draft if draft.text else NO_DRAFT
+
+    def propose_from(self, source: str, max_tokens: int) -> Draft:
+        """Only lookup's draft, or only the model's (a trigger rule's choice); ``hybrid``: as ``propose``."""
+        if source == "lookup":
+            return self.lookup.propose(max_tokens)
+        if source == "model":
+            return self.model.propose(max_tokens)
+        return self.propose(max_tokens)
 
     def close(self) -> None:
         """Closes both, the model even when closing lookup fails."""

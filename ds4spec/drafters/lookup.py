@@ -67,6 +67,7 @@ class LookupDrafter(Drafter):
     """
 
     name = "lookup"
+    sources = ("lookup",)
     index_factory: Callable[[], Index] = dict  # tests swap in a counting mapping
 
     def __init__(self, *, min_match: int = 5, max_match: int = 20, bytes_per_token: float = 3.5) -> None:

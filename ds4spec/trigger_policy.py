@@ -1,0 +1,162 @@
+"""Triggers: the syntax event at the end of the text chooses the draft length and the drafter source.
+
+Each cycle the tracker names the event (``python.newline``, ``markdown.prose``, ...). Its rule gives the
+prior: the length to try first and which drafter to ask (lookup, model, or hybrid: lookup when it has a
+match, else the model). Data then moves it: per event and source the policy keeps ``alpha`` (the chance a
+drafted token is accepted given the ones before were), and per source and length the measured wall time of
+whole cycles (shared by all events: a cycle's cost does not depend on the syntax). It drafts the length with
+the best expected rate ``E(k) / cost(k)`` (``ds4spec.policy``), climbs one length above the longest it
+measured while that one is the best, goes down to 0 where no length beats a plain step, and probes again
+with back-off so that an event that starts to pay is noticed. What it learns lives in ``TriggerLearning``,
+which an engine keeps across generations: a chat's tenth answer starts from what the first nine taught.
+"""
+
+from __future__ import annotations
+
+from ds4spec.drafters.base import DraftContext
+from ds4spec.policy import AcceptanceModel, CycleCosts, DraftPolicy, candidate_lengths, expected_tokens
+from ds4spec.syntax_events import SyntaxTracker
+from ds4spec.trigger_rules import Rule, RuleBook
+
+SOURCES = ("lookup", "model")
+_CHOICE_SOURCES = {"lookup": ("lookup",), "model": ("model",), "hybrid": ("lookup", "model")}
+
+
+class SourceCosts:
+    """Whole-cycle seconds per draft length for each drafter source; a plain step is the same for all."""
+
+    def __init__(self) -> None:
+        self.tables = {source: CycleCosts() for source in SOURCES}
+
+    def plain_step(self) -> float | None:
+        return self.tables[SOURCES[0]].plain_step()
+
+    def observe_plain(self, seconds: float) -> None:
+        for table in self.tables.values():
+            table.observe(0, seconds)
+
+    def observe(self, source: str, k: int, seconds: float) -> None:
+        self.tables[source].observe(k, seconds)
+
+
+class EventModel:
+    """What is known of one event: acceptance per source, and when to probe again while it does not pay."""
+
+    FIRST_PROBE_AFTER = 8
+    MAX_PROBE_INTERVAL = 256
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.acceptance = {source: AcceptanceModel() for source in SOURCES}
+        self.attempts = dict.fromkeys(SOURCES, 0)  # cycles that asked each source for a draft
+        self.idle = 0
+        self.probe_after = self.FIRST_PROBE_AFTER
+
+    def note_accepted(self) -> None:
+        self.probe_after = self.FIRST_PROBE_AFTER
+
+
+class TriggerLearning:
+    """Costs and per-event models, kept by an engine across generations (reset when its drafter changes)."""
+
+    def __init__(self) -> None:
+        self.costs = SourceCosts()
+        self.events: dict[str, EventModel] = {}
+
+    def model(self, key: str, rule: Rule) -> EventModel:
+        if key not in self.events or self.events[key].rule != rule:
+            self.events[key] = EventModel(rule)
+        return self.events[key]
+
+
+class TriggerPolicy(DraftPolicy):
+    def __init__(self, book: RuleBook, language: str | None, draft_max: int, sources: tuple[str, ...] = SOURCES,
+                 learning: TriggerLearning | None = None) -> None:
+        self.draft_max = draft_max
+        self.tracker = SyntaxTracker(book, language)
+        self.sources = tuple(s for s in sources if s in SOURCES) or ("model",)
+        self.learning = learning or TriggerLearning()
+        self.candidates = candidate_lengths(draft_max)
+        self._current: EventModel | None = None
+        self._asked = "any"
+
+    def begin(self, context: DraftContext) -> None:
+        # A chat answer is written from nothing; a completion continues its prompt text.
+        self.tracker.begin(context.text if context.text is not None else b"")
+
+    def extend(self, committed: bytes) -> None:
+        self.tracker.extend(committed)
+
+    def draft_length(self) -> int:
+        family, event = self.tracker.event()
+        self.event = f"{family.name}.{event}"
+        model = self._current = self.learning.model(self.event, family.rule(event))
+        k, self.source = self._choose(model)
+        self._asked = self.source
+        return k
+
+    def _choose(self, model: EventModel) -> tuple[int, str]:
+        plain = self.learning.costs.plain_step()
+        if plain is None or self.draft_max <= 0:
+            return 0, "any"  # the first cycle measures a plain step: the yardstick for everything else
+        allowed = [s for s in _CHOICE_SOURCES[model.rule.drafter] if s in self.sources] or list(self.sources)
+        untried = [s for s in allowed if model.attempts[s] == 0]
+        if model.rule.length > 0 and untried:
+            return min(model.rule.length, self.draft_max), self._ask(untried)  # the rule's prior, tried first
+        best_rate, best = 1.0 / plain, (0, "any")
+        paying: list[str] = []
+        for source in (s for s in allowed if model.attempts[s]):
+            k, rate = self._best_length(model, source)
+            if rate > 1.0 / plain:
+                paying.append(source)
+            if rate > best_rate:
+                best_rate, best = rate, (k, source)
+        if best[0] > 0:
+            model.idle = 0
+            return best[0], self._ask(paying)
+        model.idle += 1
+        if model.idle >= model.probe_after:
+            model.idle = 0
+            model.probe_after = min(model.probe_after * 2, model.MAX_PROBE_INTERVAL)
+            source = max(allowed, key=lambda s: model.acceptance[s].alpha)
+            return self.candidates[0], self._ask([source])
+        return 0, "any"
+
+    def _ask(self, sources: list[str]) -> str:
+        """One source when only one pays (or is untried); ``any`` lets a hybrid try lookup, then the model."""
+        return sources[0] if len(sources) == 1 and len(self.sources) > 1 else "any"
+
+    def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:
+        """The length with the best expected rate among those measured, and one above the longest."""
+        table = self.learning.costs.tables[source]
+        alpha = model.acceptance[source].alpha
+        measured = [k for k in self.candidates if table.measured(k)]
+        longer = [k for k in self.candidates if not measured or k > measured[-1]]
+        options = [*measured, *longer[:1]]
+        if not options:
+            return 0, 0.0
+        return max(((k, expected_tokens(alpha, k) / table.cost(k)) for k in options), key=lambda kr: (kr[1], -kr[0]))
+
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
+                source: str = "") -> None:
+        costs = self.learning.costs
+        if drafted and source in SOURCES:
+            costs.observe(source, requested, cycle_seconds)
+            self._learn(source, drafted, accepted)
+        elif requested and "model" in self.sources and self._asked != "lookup":
+            # The model ran and offered nothing usable: its time is spent, and for this event it is a miss.
+            costs.observe("model", requested, cycle_seconds)
+            self._learn("model", 1, 0)
+        else:
+            costs.observe_plain(cycle_seconds)  # a plain step, or a lookup miss (which costs nothing)
+            if requested:
+                self._learn("lookup", 0, 0)
+
+    def _learn(self, source: str, drafted: int, accepted: int) -> None:
+        model = self._current
+        if model is None:
+            return
+        model.attempts[source] += 1
+        model.acceptance[source].observe(drafted, accepted)
+        if accepted:
+            model.note_accepted()
