@@ -6,6 +6,8 @@ session file; nothing is stubbed.
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,14 @@ from chat_helpers import answered, drive, make_app, notes, ready, send, status_l
 from textual.pilot import Pilot
 from textual.widgets import Markdown, Static
 
+from ds4spec import store
 from ds4spec.chat.app import ChatApp
+from ds4spec.chat.loader import missing_models, prepare_engine
 from ds4spec.chat.provenance import DRAFT_STYLE, TARGET_STYLE
 from ds4spec.chat.widgets import ChatInput
+from ds4spec.config import Settings
 from ds4spec.events import Provenance, TextChunk
+from ds4spec.manifests import find_manifest
 from ds4spec.sessions import SessionStore
 from ds4spec.tinymodel import build_tiny_gguf
 
@@ -34,8 +40,8 @@ def stored(app: ChatApp) -> list[tuple[str, str, str]]:
 # -- sending and streaming -------------------------------------------------------------------------------
 
 
-def test_a_message_streams_an_answer_that_is_shown_and_stored(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
-    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3")
+def test_a_message_streams_an_answer_that_is_shown_and_stored(endless_gguf: Path, tmp_path: Path) -> None:
+    app = make_app(endless_gguf, tmp_path / "sessions.sqlite3", max_tokens=100)
     seen_while_streaming: list[str] = []
 
     async def scenario(pilot: Pilot) -> None:
@@ -55,7 +61,8 @@ def test_a_message_streams_an_answer_that_is_shown_and_stored(tiny_bpe_gguf: Pat
         assert "tok/s" in status_line(app) and "accept" in status_line(app) and "mean" in status_line(app)
 
     drive(app, scenario)
-    assert any(0 < len(partial) < len(app.conversation.last_answer() or "") for partial in seen_while_streaming)
+    partial = {len(text) for text in seen_while_streaming} - {0, len(app.conversation.last_answer() or "")}
+    assert len(partial) >= 2, "the answer must appear piece by piece, not at the end"
 
 
 def test_enter_sends_and_ctrl_j_starts_a_new_line(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
@@ -195,5 +202,278 @@ def test_the_provenance_view_colours_drafted_and_target_text(tiny_bpe_gguf: Path
         await pilot.press("ctrl+t")
         await pilot.pause()
         assert not app.provenance_shown and mixed.query_one(Markdown).styles.display == "block"
+
+    drive(app, scenario)
+
+
+# -- slash commands --------------------------------------------------------------------------------------
+
+
+def test_help_stats_system_and_save_commands(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3")
+    saved = tmp_path / "out" / "chat.md"
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        await send(pilot, "/help")
+        await answered(pilot)
+        assert all(f"/{name}" in notes(app)[-1] for name in ("new", "clear", "save", "spec", "draft", "stats",
+                                                              "system", "copy", "help"))
+        assert app.query_one(ChatInput).text == ""  # a command leaves the input, not the conversation
+        await send(pilot, "/stats")
+        await answered(pilot)
+        assert "no answer yet" in notes(app)[-1]
+        await send(pilot, "/system You answer in Python.")
+        await answered(pilot)
+        assert app.conversation.system == "You answer in Python."
+        await send(pilot, "hello")
+        await answered(pilot)
+        await send(pilot, "/stats")
+        await answered(pilot)
+        assert "last answer" in notes(app)[-1] and "session: 1 answers" in notes(app)[-1]
+        await send(pilot, f"/save {saved}")
+        await answered(pilot)
+        assert str(saved) in notes(app)[-1]
+        assert "You answer in Python." in saved.read_text() and "hello" in saved.read_text()
+        assert [m.role for m in app.store.messages(app.conversation.session_id)] == ["user", "assistant"]
+
+    drive(app, scenario)
+
+
+def test_spec_and_draft_commands_change_the_drafter_in_the_status_bar(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3")
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        assert "+ lookup" in status_line(app)
+        await send(pilot, "/spec off")
+        await answered(pilot)
+        assert "plain decoding" in notes(app)[-1] and "drafter lookup idle" in status_line(app)
+        await send(pilot, "/spec on")
+        await answered(pilot)
+        assert "+ lookup" in status_line(app)
+        await send(pilot, "/draft none")
+        await answered(pilot)
+        assert "(no drafter)" in status_line(app)
+        await send(pilot, f"/draft {tiny_bpe_gguf}")
+        await answered(pilot)
+        assert f"+ {app.conversation.engine.drafter_name}" in status_line(app)  # type: ignore[union-attr]
+        await send(pilot, "/draft no-such-model")
+        await answered(pilot)
+        assert "no-such-model" in notes(app)[-1]
+        assert app.query(".-error")  # shown as an error note; the drafter in use stays
+        await send(pilot, "hello")  # and the chat goes on with it
+        await answered(pilot)
+        assert views(app, "assistant")[-1].status == "done"
+
+    drive(app, scenario)
+
+
+def test_new_clear_and_copy_commands(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3")
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        await send(pilot, "/copy")
+        await answered(pilot)
+        assert "nothing to copy" in notes(app)[-1]
+        await send(pilot, "hello")
+        await answered(pilot)
+        answer = views(app, "assistant")[-1].text
+        await send(pilot, "/copy")
+        await answered(pilot)
+        assert app.clipboard == answer and "copied" in notes(app)[-1]
+        first = app.conversation.session_id
+        await send(pilot, "/new")
+        await answered(pilot)
+        assert app.conversation.session_id != first and views(app) == []
+        assert [m.role for m in app.store.messages(first)] == ["user", "assistant"]  # the old one is kept
+        await send(pilot, "again")
+        await answered(pilot)
+        await send(pilot, "/clear")
+        await answered(pilot)
+        assert views(app) == [] and app.store.messages(app.conversation.session_id) == []
+        await send(pilot, "/bogus")
+        await answered(pilot)
+        assert "unknown command /bogus" in notes(app)[-1]
+
+    drive(app, scenario)
+
+
+def test_copy_takes_the_last_code_block_of_a_resumed_session(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions.sqlite3")
+    sid = store.new_session()
+    store.add_message(sid, "user", "reverse a list")
+    store.add_message(sid, "assistant", "Use slicing:\n\n```python\nitems[::-1]\n```\n")
+    store.close()
+    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3", session_id=sid)
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        await send(pilot, "/copy")
+        await answered(pilot)
+        assert app.clipboard == "items[::-1]\n"
+
+    drive(app, scenario)
+
+
+# -- sessions ---------------------------------------------------------------------------------------------
+
+
+def test_a_resumed_session_shows_its_messages_and_goes_on(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions.sqlite3")
+    sid = store.new_session(system="Be brief.")
+    store.add_message(sid, "user", "first question")
+    store.add_message(sid, "assistant", "a partial answer", status="streaming")  # the process was killed
+    store.close()
+    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3", session_id=sid)
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        assert [(v.role, v.text, v.status) for v in views(app)] == [
+            ("system", "Be brief.", "done"), ("user", "first question", "done"),
+            ("assistant", "a partial answer", "cancelled"),
+        ]
+        await send(pilot, "second question")
+        await answered(pilot)
+        assert [m.content for m in app.store.messages(sid)][:3] == ["first question", "a partial answer",
+                                                                     "second question"]
+        assert app.conversation.session_id == sid
+
+    drive(app, scenario)
+
+
+def test_the_session_list_reopens_an_older_session(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions.sqlite3")
+    old = store.new_session()
+    store.add_message(old, "user", "an old question")
+    store.add_message(old, "assistant", "an old answer")
+    store.close()
+    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3")
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        await send(pilot, "a new question")
+        await answered(pilot)
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        listed = str(app.screen.query_one("OptionList").get_option_at_index(1).prompt)
+        assert "an old question" in listed and f"#{old}" in listed  # newest first: the old one is second
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: app.conversation.session_id == old)
+        assert [v.text for v in views(app)] == ["an old question", "an old answer"]
+        assert "reopened session" in notes(app)[-1]
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.conversation.session_id == old and app.screen.query("#input")
+
+    drive(app, scenario)
+
+
+# -- what can go wrong ------------------------------------------------------------------------------------
+
+
+def test_a_damaged_session_file_is_named_and_the_chat_opens(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+    app = make_app(tiny_bpe_gguf, path)
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        assert any(str(path) in note and "damaged" in note for note in notes(app))
+        await send(pilot, "hello")
+        await answered(pilot)
+        assert views(app, "assistant")[-1].status == "done"
+
+    drive(app, scenario)
+    assert [m.role for m in SessionStore(path).messages(app.conversation.session_id)] == ["user", "assistant"]
+
+
+def test_a_model_that_fails_to_load_is_reported_in_the_interface(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    app = make_app(bad, tmp_path / "sessions.sqlite3")
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        assert app.load_error and "error" in status_line(app)
+        label = str(app.query_one("#loading-label").render())
+        assert label.startswith("could not load the models: ") and "Traceback" not in label
+        await send(pilot, "hello")
+        await pilot.pause()
+        assert app.query_one(ChatInput).text == "hello"  # kept for when a model is there
+        assert any("did not load" in n.message for n in app._notifications)
+        await send(pilot, "/help")  # commands still work
+        await answered(pilot)
+        assert "/draft" in notes(app)[-1]
+
+    drive(app, scenario)
+
+
+def test_a_terminal_below_40x10_shows_a_message_instead_of_the_chat(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3")
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        message = app.query_one("#too-small")
+        assert message.styles.display == "block" and "at least 40x10" in str(message.render())
+        assert app.query_one("#main").styles.display == "none"
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert message.styles.display == "none" and app.query_one("#main").styles.display == "block"
+
+    drive(app, scenario, size=(30, 8))
+
+
+# -- first run ------------------------------------------------------------------------------------------
+
+
+def tiny_pair_home(home: Path, target: Path, drafter: Path) -> None:
+    """A user manifest directory naming the two tiny models (copied from a local source) as pair ``tiny``."""
+    manifests = home / "manifests"
+    manifests.mkdir(parents=True)
+    for name, model in (("tiny-target", target), ("tiny-drafter", drafter)):
+        shutil.copy(model, manifests / f"{name}-source.gguf")
+        data = model.read_bytes()
+        (manifests / f"{name}.toml").write_text(
+            f'name = "{name}"\nfile = "{name}.gguf"\nsize = {len(data)}\n'
+            f'sha256 = "{hashlib.sha256(data).hexdigest()}"\nlicense = "MIT"\narchitecture = "llama"\n'
+            f'tokenizer = "tiny"\n\n[[sources]]\nkind = "local"\npath = "{name}-source.gguf"\n'
+        )
+    (manifests / "pairs.toml").write_text('[tiny]\ntarget = "tiny-target"\ndrafter = "tiny-drafter"\n')
+
+
+def test_missing_models_of_the_pair_are_pulled_with_progress_then_loaded(
+        tiny_models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DS4SPEC_HOME", str(tmp_path / "home"))
+    tiny_pair_home(tmp_path / "home", tiny_models["bpe"], tiny_models["spm"])
+    settings = Settings(pair="tiny", warmup=0, max_tokens=8)
+    assert [m.name for m in missing_models(settings)] == ["tiny-target", "tiny-drafter"]
+    heard: list[tuple[str, int, int]] = []
+    steps: list[str] = []
+    engine = prepare_engine(settings, listener=lambda *p: heard.append(p), stage=steps.append)
+    engine.close()
+    assert steps == ["downloading tiny-target (first run)", "downloading tiny-drafter (first run)",
+                     "loading the models"]
+    size = tiny_models["bpe"].stat().st_size
+    assert ("tiny-target (local)", size, size) in heard  # the same pull as `ds4spec models pull`, to the end
+    assert missing_models(settings) == []
+    assert [store.model_status(find_manifest(n)) for n in ("tiny-target", "tiny-drafter")] == ["verified"] * 2
+
+
+def test_the_chat_pulls_a_missing_pair_on_first_run_and_says_so(tiny_models: dict[str, Path], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DS4SPEC_HOME", str(tmp_path / "home"))
+    tiny_pair_home(tmp_path / "home", tiny_models["bpe"], tiny_models["spm"])
+    app = ChatApp(Settings(pair="tiny", warmup=0, max_tokens=8), SessionStore(tmp_path / "sessions.sqlite3"))
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        await pilot.pause()
+        assert [n.split(" to ")[0] for n in notes(app)] == ["downloaded tiny-target", "downloaded tiny-drafter"]
+        assert "ds4spec-tiny-bpe" in status_line(app) and "+ " in status_line(app)
+        assert app.query_one("#loading").has_class("-hidden")
 
     drive(app, scenario)

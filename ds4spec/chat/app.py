@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import events, work
@@ -29,21 +30,23 @@ from ds4spec.conversation import Conversation
 from ds4spec.engine import Engine
 from ds4spec.errors import Ds4Error, InputError
 from ds4spec.events import CycleReport, Finished, FinishReason, TextChunk
+from ds4spec.progress import ProgressListener
 from ds4spec.sessions import SessionStore
 
 MIN_WIDTH, MIN_HEIGHT = 40, 10
-Loader = Callable[[Settings, Callable[[str, int, int], None], Callable[[str], None]], Engine]
+# (settings, progress listener, stage, pulled) -> Engine; see ds4spec.chat.loader.prepare_engine.
+Loader = Callable[[Settings, ProgressListener, Callable[[str], None], Callable[[str, Path], None]], Engine]
 
 
 class _AppGone(Exception):
     """The app stopped while a worker still had something to show."""
 
 
-def _default_loader(settings: Settings, listener: Callable[[str, int, int], None],
-                    stage: Callable[[str], None]) -> Engine:
+def _default_loader(settings: Settings, listener: ProgressListener, stage: Callable[[str], None],
+                    pulled: Callable[[str, Path], None]) -> Engine:
     from ds4spec.chat.loader import prepare_engine
 
-    return prepare_engine(settings, listener=listener, stage=stage)
+    return prepare_engine(settings, listener=listener, stage=stage, pulled=pulled)
 
 
 class ChatApp(App[None]):
@@ -155,7 +158,8 @@ class ChatApp(App[None]):
     def _load(self) -> None:
         try:
             engine = self._loader(self.settings, self._progress_from_thread,
-                                  lambda text: self._ui(self._loading_stage, text))
+                                  lambda text: self._ui(self._loading_stage, text),
+                                  lambda name, path: self._ui(self.note, f"downloaded {name} to {path} (first run)"))
         except Ds4Error as exc:
             self._ui(self._load_failed, str(exc))
             return

@@ -7,6 +7,7 @@ to the full-screen interface.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from ds4spec import store
 from ds4spec.config import Settings
@@ -33,15 +34,20 @@ def missing_models(settings: Settings) -> list[Manifest]:
     return [m for m in wanted if store.model_status(m) == "not pulled"]
 
 
-def prepare_engine(settings: Settings, *, listener: ProgressListener,
-                   stage: Callable[[str], None]) -> Engine:
-    """Pulls what is missing (``listener`` hears the bytes, ``stage`` each step), then loads the engine.
+def _ignore(name: str, path: Path) -> None:
+    pass
+
+
+def prepare_engine(settings: Settings, *, listener: ProgressListener, stage: Callable[[str], None],
+                   pulled: Callable[[str, Path], None] = _ignore) -> Engine:
+    """Pulls what is missing, then loads the engine. ``listener`` hears the bytes of each download and
+    check, ``stage`` each step, ``pulled`` each model that was downloaded (its name and file).
 
     Errors are ``Ds4Error``s with one-line messages, as everywhere in ds4spec.
     """
     check_settings(settings)
     for manifest in missing_models(settings):
         stage(f"downloading {manifest.name} (first run)")
-        store.pull(manifest, progress=False, listener=listener)
+        pulled(manifest.name, store.pull(manifest, progress=False, listener=listener))
     stage("loading the models")
     return Engine.load(settings)
