@@ -85,16 +85,18 @@ class _Bytes:
         return chunk
 
 
-def server_command(target: Path | str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "ds4spec", "serve", "--stdio", "--target", str(target), "--draft", "none", *extra]
+def server_command(target: Path | str, *extra: str, verbose: bool = False) -> list[str]:
+    head = [sys.executable, "-m", "ds4spec", *(["-v"] if verbose else [])]
+    return [*head, "serve", "--stdio", "--target", str(target), "--draft", "none", *extra]
 
 
 class Server:
     """The real server over pipes. ``request`` sends and returns the id; ``response`` waits for its answer."""
 
-    def __init__(self, target: Path | str, *extra: str) -> None:
-        self.proc = subprocess.Popen(server_command(target, *extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, cwd=ROOT, env={**os.environ})
+    def __init__(self, target: Path | str, *extra: str, verbose: bool = False) -> None:
+        env = {**os.environ, **({"DS4SPEC_LLAMA_LOG": "1"} if verbose else {})}
+        self.proc = subprocess.Popen(server_command(target, *extra, verbose=verbose), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
         self._inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.received: list[dict[str, Any]] = []  # in arrival order
         self.violations: list[str] = []
