@@ -11,6 +11,7 @@ answer is kept as far as it got); a turn whose answer failed with an error is le
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -78,8 +79,9 @@ class Conversation:
         """Stores ``text`` and returns the answer's events; the answer is stored chunk by chunk as it is read.
 
         Raises ``InputError`` here, before anything is stored, for an empty message, a missing engine or a
-        conversation that no longer fits. The stream ends with one ``Finished``; closing it early, or a
-        Ctrl-C while it is read, leaves the answer stored as ``cancelled`` with the text so far.
+        conversation that no longer fits. The stream ends with one ``Finished``. A Ctrl-C while it is read
+        (or ``KeyboardInterrupt`` thrown into it with ``throw``) ends it with ``Finished(CANCELLED)`` and the
+        statistics so far; closing it early also leaves the answer stored as ``cancelled`` with its text.
         """
         if not text.strip():
             raise InputError("the message is empty")
@@ -91,32 +93,44 @@ class Conversation:
         return self._stream(self.engine, prompt, answer, cancelled)
 
     def _stream(self, engine: Engine, prompt: Prompt, answer: int, cancelled: Callable[[], bool]) -> Iterator[Event]:
-        status = "error"  # what an exception out of the engine leaves; set otherwise below
-        stats: GenerationStats | None = None
         events = engine.generate(prompt, cancelled=cancelled)
+        settled = False  # the answer's final status is stored (always before ``Finished`` is handed on)
+        interrupt = False
         try:
-            for event in events:
-                if isinstance(event, TextChunk):
-                    self.store.append(answer, event.text)  # stored before shown
-                elif isinstance(event, Finished):
-                    stats, self.last_finish = event.stats, event.reason
-                    status = "cancelled" if event.reason is FinishReason.CANCELLED else "done"
-                yield event
-        except KeyboardInterrupt:
-            # Ctrl-C landed here rather than inside llama.cpp (which the engine turns into CANCELLED).
-            events.close()  # type: ignore[attr-defined]
-            status, self.last_finish = "cancelled", FinishReason.CANCELLED
-            stats = GenerationStats(prompt_tokens=len(prompt.tokens))
-            yield Finished(FinishReason.CANCELLED, stats)
-        except GeneratorExit:
-            events.close()  # type: ignore[attr-defined]
-            if stats is None:  # the face stopped reading before the end: the answer was cut short
-                status, self.last_finish = "cancelled", FinishReason.CANCELLED
-            raise
+            while True:
+                try:
+                    event = events.throw(KeyboardInterrupt()) if interrupt else next(events)
+                except StopIteration:
+                    break
+                except KeyboardInterrupt:  # the engine was past the point where it turns Ctrl-C into a stop
+                    event = Finished(FinishReason.CANCELLED, GenerationStats(len(prompt.tokens)))
+                interrupt = False
+                try:
+                    if isinstance(event, TextChunk):
+                        self.store.append(answer, event.text)  # stored before shown
+                    elif isinstance(event, Finished):
+                        self._settle(answer, event)
+                        settled = True
+                    yield event
+                except KeyboardInterrupt:
+                    # Ctrl-C landed here or in the face (thrown in with ``throw``) rather than in llama.cpp:
+                    # passed on to the engine, it stops there and reports the statistics so far.
+                    interrupt = True
+                if settled:
+                    return
         finally:
-            if stats is not None:
-                self.last_stats = stats
-            self.store.set_status(answer, status, None if stats is None else dict(stats.as_dict()))
+            events.close()  # type: ignore[attr-defined]
+            if not settled:
+                # The face stopped reading (GeneratorExit: the answer was cut short) or the engine failed.
+                exc = sys.exc_info()[1]
+                status = "cancelled" if exc is None or isinstance(exc, GeneratorExit) else "error"
+                self.last_finish = FinishReason.CANCELLED if status == "cancelled" else None
+                self.store.set_status(answer, status)
+
+    def _settle(self, answer: int, finished: Finished) -> None:
+        self.last_stats, self.last_finish = finished.stats, finished.reason
+        status = "cancelled" if finished.reason is FinishReason.CANCELLED else "done"
+        self.store.set_status(answer, status, dict(finished.stats.as_dict()))
 
     # -- commands ---------------------------------------------------------------------------------------
 

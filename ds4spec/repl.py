@@ -13,12 +13,13 @@ import argparse
 import base64
 import sys
 import time
+from collections.abc import Iterator
 
 from ds4spec.cli_options import add_model_options, add_sampling_options, add_speculation_options, settings_from_args
 from ds4spec.conversation import Conversation
 from ds4spec.engine import Engine
 from ds4spec.errors import Ds4Error, InputError, UsageError
-from ds4spec.events import Finished, FinishReason, TextChunk
+from ds4spec.events import Event, Finished, FinishReason, TextChunk
 from ds4spec.loading import check_settings
 from ds4spec.repl_input import Reader
 from ds4spec.repl_render import StreamRenderer, Terminal, visible
@@ -125,15 +126,7 @@ class Repl:
             self._note(f"ds4spec: {err};{kept}")
             return text if self.reader.keeps_text else ""
         renderer = StreamRenderer(self.term.color)
-        finished: Finished | None = None
-        try:
-            for event in stream:
-                if isinstance(event, TextChunk):
-                    self._write(renderer.feed(event.text))
-                elif isinstance(event, Finished):
-                    finished = event
-        except KeyboardInterrupt:
-            stream.close()  # type: ignore[attr-defined]  # the conversation records it as cancelled
+        finished = self._stream(stream, renderer)
         self._write(renderer.finish())
         if not renderer.ends_with_newline:
             self._write("\n")
@@ -142,6 +135,23 @@ class Repl:
         if finished is not None and self.conv.last_stats is not None:
             self._note(f"[{answer_line(finished.stats, finished.reason.value)}]")
         return ""
+
+    def _stream(self, stream: Iterator[Event], renderer: StreamRenderer) -> Finished | None:
+        """Writes the answer as it comes; a Ctrl-C that lands here is thrown into the stream, which stops the
+        generation and still ends with the statistics so far."""
+        interrupted = False
+        while True:
+            try:
+                event = stream.throw(KeyboardInterrupt()) if interrupted else next(stream)  # type: ignore[attr-defined]
+                interrupted = False
+                if isinstance(event, TextChunk):
+                    self._write(renderer.feed(event.text))
+                elif isinstance(event, Finished):
+                    return event
+            except StopIteration:
+                return None
+            except KeyboardInterrupt:
+                interrupted = True
 
     def _command(self, line: str) -> None:
         try:

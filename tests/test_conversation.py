@@ -117,6 +117,19 @@ def test_ctrl_c_during_generation_keeps_the_partial_answer(endless: Engine, stor
     assert conv.history()[-1].status == "cancelled" and conv.history()[-1].content == text_of(events) != ""
 
 
+def test_ctrl_c_in_the_face_stops_the_engine_and_reports_its_statistics(endless: Engine,
+                                                                         store: SessionStore) -> None:
+    conv = Conversation(endless, store)
+    stream = conv.send("count")
+    shown = [next(stream) for _ in range(4)]
+    finished = stream.throw(KeyboardInterrupt())  # type: ignore[attr-defined]  # as the REPL passes it on
+    assert isinstance(finished, Finished) and finished.reason is FinishReason.CANCELLED
+    assert finished.stats.committed_tokens >= len(shown) and conv.last_stats is finished.stats
+    assert list(stream) == []
+    assert (conv.history()[-1].content, conv.history()[-1].status) == (text_of(shown), "cancelled")
+    assert store.stats(conv.session_id)[-1]["committed_tokens"] == finished.stats.committed_tokens
+
+
 def test_a_face_that_stops_reading_leaves_the_answer_cancelled(endless: Engine, store: SessionStore) -> None:
     conv = Conversation(endless, store)
     stream = conv.send("count")
@@ -129,6 +142,20 @@ def test_a_face_that_stops_reading_leaves_the_answer_cancelled(endless: Engine, 
     stream.close()  # type: ignore[attr-defined]
     assert (conv.history()[-1].content, conv.history()[-1].status) == (shown, "cancelled")
     assert list(conv.send("again", cancelled=lambda: True))  # the engine is free for the next turn
+
+
+def test_an_answer_the_engine_fails_on_is_stored_as_error(endless: Engine, tmp_path: Path) -> None:
+    first = Conversation(endless, SessionStore(tmp_path / "a.sqlite3"))
+    busy = first.send("count")
+    next(busy)  # the engine is generating for the first conversation
+    second = Conversation(endless, SessionStore(tmp_path / "b.sqlite3"))
+    with pytest.raises(RuntimeError, match="one generation at a time"):
+        list(second.send("me too"))
+    assert second.history()[-1].status == "error" and second.messages() == []
+    busy.close()  # type: ignore[attr-defined]
+    assert first.history()[-1].status == "cancelled"
+    first.store.close()
+    second.store.close()
 
 
 def test_a_failed_answer_is_kept_in_history_but_not_shown_to_the_model(engine: Engine,
