@@ -3,7 +3,8 @@
 Per workload and mode it reports tokens/s, speedup over plain, acceptance, mean accepted length per verify
 pass, the share of time spent drafting and verifying, and whether every output was identical to plain.
 Runs are interleaved (plain, then each mode, prompt by prompt) so that drift in machine speed hits all modes
-alike.
+alike. ``--peers`` then runs other systems on the same target file and prompts (``ds4spec.peers``) and adds
+a cross-system table; ``--plot DIR`` draws charts of the whole report (``ds4spec.bench_plots``).
 """
 
 from __future__ import annotations
@@ -12,24 +13,26 @@ import argparse
 import json
 import platform
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ds4spec import __version__
+from ds4spec.bench_modes import DEFAULT_MODES, ModePlan, load_mode
+from ds4spec.bench_peers import BenchTask, SystemRuns, run_peer_groups
+from ds4spec.bench_systems import print_systems, result_of, system_rows
 from ds4spec.cli_options import add_model_options, add_speculation_options, settings_from_args
 from ds4spec.config import Settings
 from ds4spec.decode import GenerationRequest, generate_plain
-from ds4spec.drafters.guard import GuardedDrafter
-from ds4spec.errors import UsageError
-from ds4spec.events import Finished
-from ds4spec.loading import check_settings, load_drafter, load_target, spec_settings
-from ds4spec.policy import FixedLength
+from ds4spec.errors import Ds4Error
+from ds4spec.events import CycleReport, Finished
+from ds4spec.loading import check_settings, drafter_spec, load_target, spec_settings
+from ds4spec.peers import PEER_KEYS, PeerSetup, build_peer_groups, parse_peers
+from ds4spec.peers.base import TargetVocab
 from ds4spec.sampling import SamplingSettings
 from ds4spec.speculative import generate_speculative
 from ds4spec.target import LlamaTarget
 from ds4spec.workloads import WORKLOADS, Task, load_tasks
-
-DEFAULT_MODES = ("pair", "lookup", "hybrid")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,11 +50,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--limit", type=int, default=5, metavar="N", help="prompts per workload (default 5)")
     g.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
     g.add_argument("--mode", action="append", metavar="DRAFT", help="a drafter mode to compare with plain: "
-                   "pair (the pair's model drafter), lookup, hybrid, or a model name or path (repeatable; "
-                   "default: --draft if given, else pair, lookup and hybrid)")
+                   "pair (the pair's model drafter), lookup, hybrid, triggers (lengths and drafters chosen by "
+                   "syntax events), or a model name or path (repeatable; default: --draft if given, else pair, "
+                   "lookup, hybrid and triggers)")
     g.add_argument("--fixed", action="store_true", help="draft exactly --draft-max tokens every cycle "
                    "instead of letting the gate choose")
     g.add_argument("--out", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
+    g.add_argument("--peers", metavar="LIST", help="also run other systems on the same target file and prompts: "
+                   f"all, or a comma-separated list of {', '.join(PEER_KEYS)} (llama: llama.cpp plain decoding, "
+                   "always run as the baseline; lookup: llama-cpp-python's prompt lookup decoding; hf: "
+                   "transformers, plain and assisted by the pair's drafter)")
+    g.add_argument("--plot", type=Path, metavar="DIR", help="write PNG charts of the results into DIR")
     p.set_defaults(func=run)
 
 
@@ -69,6 +78,18 @@ class Tally:
     identical: int = 0
     runs: int = 0
     failures: int = 0
+    accepted_lengths: Counter[int] = field(default_factory=Counter)  # verify passes with a draft, by accepted
+    events: dict[str, dict[str, int]] = field(default_factory=dict)  # trigger event -> passes, drafted, accepted
+
+    def add_cycles(self, cycles: list[CycleReport]) -> None:
+        for c in cycles:
+            if not c.drafted:
+                continue
+            self.accepted_lengths[c.accepted] += 1
+            n = self.events.setdefault(c.event, {"passes": 0, "drafted": 0, "accepted": 0})
+            n["passes"] += 1
+            n["drafted"] += c.drafted
+            n["accepted"] += c.accepted
 
     def add(self, finished: Finished, identical: bool) -> None:
         s = finished.stats
@@ -106,6 +127,8 @@ class Report:
     settings: dict[str, object]
     rows: list[dict[str, object]] = field(default_factory=list)
     runs: list[dict[str, object]] = field(default_factory=list)
+    cycles: list[dict[str, object]] = field(default_factory=list)  # per workload and mode, for the charts
+    systems: list[dict[str, object]] = field(default_factory=list)  # with --peers: one row per system
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,33 +137,60 @@ def run(args: argparse.Namespace) -> int:
     check_settings(settings)
     workloads = args.workload or list(WORKLOADS)
     modes = args.mode or ([args.draft] if args.draft else list(DEFAULT_MODES))
+    peer_keys = parse_peers(args.peers) if args.peers else ()  # a bad list fails before any model loads
     report = Report(settings={
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
         "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": args.limit,
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": args.fixed,
+        "peers": list(peer_keys),
     })
     target = load_target(settings)
-    drafters: dict[str, GuardedDrafter] = {}
+    plans: dict[str, ModePlan] = {}
+    systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
+    tasks: list[BenchTask] = []
     try:
         for mode in modes:
-            drafter = load_drafter(replace(settings, draft=None if mode == "pair" else mode))
-            if drafter is None:
-                raise UsageError(f"--mode {mode!r} has no drafter to compare with plain decoding")
-            drafters[mode] = drafter
+            plans[mode] = load_mode(settings, mode)
         report.settings["target"] = target.name
-        report.settings["drafters"] = {m: d.name for m, d in drafters.items()}
+        report.settings["target_file"] = str(target.path)
+        report.settings["gpu_layers"] = target.n_gpu_layers
+        report.settings["drafters"] = {m: p.drafter.name for m, p in plans.items()}
         _warm_up(target)
         for workload in workloads:
-            _run_workload(target, drafters, settings, load_tasks(workload, args.limit), args.fixed, report)
+            _run_workload(target, plans, settings, load_tasks(workload, args.limit), args.fixed, report,
+                          systems, tasks)
     finally:
-        for d in drafters.values():
-            d.close()
-        target.close()
+        for p in plans.values():
+            p.drafter.close()
+        target.close()  # before the peers load: one set of models in memory at a time
     _print(report)
+    if peer_keys:
+        records = [*systems.values(), *_run_peers(settings, target.path, peer_keys, tasks)]
+        report.systems = system_rows(records, workloads)
+        print()
+        print_systems(report.systems)
+    data = json.loads(json.dumps(asdict(report)))  # the JSON form: what --out holds and the charts read
     if args.out:
-        args.out.write_text(json.dumps(asdict(report), indent=2) + "\n", encoding="utf-8")
+        args.out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         print(f"ds4spec: results written to {args.out}", file=sys.stderr)
+    if args.plot:
+        from ds4spec.bench_plots import write_plots  # matplotlib loads only when charts are asked for
+
+        paths = write_plots(data, args.plot)
+        print(f"ds4spec: {len(paths)} charts written to {args.plot}", file=sys.stderr)
     return 0
+
+
+def _run_peers(settings: Settings, target_path: Path, keys: tuple[str, ...],
+               tasks: list[BenchTask]) -> list[SystemRuns]:
+    try:
+        drafter, problem = drafter_spec(settings).model, None
+    except Ds4Error as exc:  # an unknown pair: the assisted peer reports it, the others run
+        drafter, problem = None, str(exc)
+    with TargetVocab(target_path) as vocab:
+        setup = PeerSetup(target_path, vocab.tokenizer, settings.ctx, settings.batch, settings.threads,
+                          settings.gpu_layers, drafter, problem)
+        return run_peer_groups(build_peer_groups(keys, setup), tasks, settings.max_tokens)
 
 
 def _warm_up(target: LlamaTarget) -> None:
@@ -155,28 +205,38 @@ def _last(events: object) -> Finished:
     return finished
 
 
-def _run_workload(target: LlamaTarget, drafters: dict[str, GuardedDrafter], settings: Settings,
-                  tasks: list[Task], fixed: bool, report: Report) -> None:
+def _run_workload(target: LlamaTarget, plans: dict[str, ModePlan], settings: Settings,
+                  tasks: list[Task], fixed: bool, report: Report, systems: dict[str, SystemRuns],
+                  bench_tasks: list[BenchTask]) -> None:
     workload = tasks[0].workload if tasks else "?"
-    tallies = {"plain": Tally(), **{m: Tally() for m in drafters}}
+    tallies = {"plain": Tally(), **{m: Tally() for m in plans}}
+    for mode in tallies:
+        systems.setdefault(mode, SystemRuns(f"ds4spec {mode}", "ds4spec", "ds4spec plain"))
     sampling = SamplingSettings()  # greedy
     for task in tasks:
         request = GenerationRequest(task.prompt_tokens(target), settings.max_tokens, sampling, task.stop)
+        key = (workload, task.task_id)
+        bench_tasks.append(BenchTask(workload, task.task_id, tuple(request.prompt_tokens), tuple(task.stop)))
         plain = _last(generate_plain(target, request))
         tallies["plain"].add(plain, True)
+        systems["plain"].results[key] = result_of(plain, speculative=False)
         report.runs.append(_run_record(workload, task, "plain", plain, True))
-        for mode, drafter in drafters.items():
-            policy = FixedLength(settings.draft_max) if fixed else None
-            events: object = generate_speculative(target, drafter, request, task.draft_context(),
-                                                  spec_settings(settings), policy=policy)
+        for mode, plan in plans.items():
+            events = list(generate_speculative(target, plan.drafter, request, task.draft_context(),
+                                               spec_settings(plan.settings), policy=plan.policy(task, fixed)))
             spec = _last(events)
             identical = spec.tokens == plain.tokens
             tallies[mode].add(spec, identical)
+            tallies[mode].add_cycles([e for e in events if isinstance(e, CycleReport)])
+            systems[mode].results[key] = result_of(spec, speculative=True)
             report.runs.append(_run_record(workload, task, mode, spec, identical))
         print(f"ds4spec: bench {workload} {task.task_id} done", file=sys.stderr, flush=True)
     plain_rate = tallies["plain"].row(0.0)["tokens_per_second"]
     for mode, tally in tallies.items():
         report.rows.append({"workload": workload, "mode": mode, **tally.row(float(plain_rate))})
+        if mode != "plain":
+            report.cycles.append({"workload": workload, "mode": mode, "events": tally.events,
+                                  "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
 
 
 def _run_record(workload: str, task: Task, mode: str, finished: Finished, identical: bool) -> dict[str, object]:
