@@ -242,6 +242,12 @@ def test_a_prompt_longer_than_the_context_is_an_input_error(tiny_bpe_gguf: Path)
         srv.kill()
 
 
+def test_an_empty_prefix_without_a_start_token_is_an_input_error(server: Server) -> None:
+    # The tiny BPE model adds no BOS, so "" is no tokens at all (found by the fuzz test).
+    assert "prefix is empty" in error_of(server.call("complete", {"prefix": ""}), -32002)["message"]
+    assert "result" in server.call("complete", {"prefix": "", "suffix": "x", "max_tokens": 2})  # FIM has tokens
+
+
 def test_fim_on_a_model_without_fim_tokens_is_a_model_error(tmp_path: Path) -> None:
     srv = Server(build_tiny_gguf(tmp_path / "nofim.gguf", fim=False))
     try:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ds4spec.engine import Engine
+from ds4spec.errors import InputError
 from ds4spec.events import Finished, FinishReason, TextChunk
 from ds4spec.server.params import ChatParams, CompleteParams
 from ds4spec.server.rpc import RequestId
@@ -57,6 +58,9 @@ def run_job(engine: Engine, job: Job, partial: Callable[[str], None]) -> Outcome
     else:
         prompt = engine.chat_prompt(params.messages)
         stopper = Stopper(None)
+    if not prompt.tokens:
+        # A model that adds no BOS turns an empty prefix into no tokens at all: nothing to predict from.
+        raise InputError("the prefix is empty and the model adds no start token: there is nothing to continue")
     gen = params.generation
     events = engine.generate(prompt, max_tokens=gen.max_tokens, stop=gen.stop,
                              cancelled=lambda: job.cancel.is_set() or stopper.done)
