@@ -51,6 +51,7 @@ def _default_loader(settings: Settings, listener: ProgressListener, stage: Calla
 
 class ChatApp(App[None]):
     TITLE = "ds4spec chat"
+    ENABLE_COMMAND_PALETTE = False  # Ctrl-P would offer Textual's themes and screens, not ds4spec's commands
     CSS = """
     #main { height: 1fr; }
     #conversation { height: 1fr; padding: 0 1; }

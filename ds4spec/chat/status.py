@@ -38,34 +38,49 @@ class StatusState:
 
 
 def status_text(state: StatusState) -> Text:
-    """One line: models, phase, then tokens/s, acceptance, mean accepted length, speedup, trigger event."""
+    """Two lines: the models and what the chat is doing; then tokens/s, acceptance, mean accepted length,
+    speedup over plain decoding and the trigger event in force (two lines fit an 80-column terminal)."""
     out = Text(no_wrap=True, overflow="ellipsis")
-    out.append(state.target or "no model", style="bold")
-    if state.drafter and state.speculating:
-        out.append(" + ")
-        out.append(state.drafter, style="bold green")
-    elif state.drafter:
-        out.append(f" (drafter {state.drafter} idle)", style="dim")
-    else:
-        out.append(" (no drafter)", style="dim")
-    out.append(f" │ {state.phase}", style="italic")
+    _models(out, state)
+    out.append(" · ", style="dim")
+    out.append(state.phase, style="italic")
+    out.append("\n")
     generating = state.phase == "generating"
     stats = state.live if generating else state.stats
+    parts: list[str] = []
     if stats is not None:
         if not generating:
-            out.append(f" │ {stats.tokens_per_second:.1f} tok/s")
-        out.append(f" │ accept {stats.acceptance_rate:.0%}")
-        out.append(f" │ mean {stats.mean_accepted_length:.2f}")
+            parts.append(f"{stats.tokens_per_second:.1f} tok/s")
+        parts.append(f"accept {stats.acceptance_rate:.0%}")
+        parts.append(f"mean accepted {stats.mean_accepted_length:.2f}")
         if not generating and stats.speedup_over_plain:
-            out.append(f" │ {stats.speedup_over_plain:.2f}x plain")
-    out.append(f" │ event {state.event or '-'}", style="dim")
+            parts.append(f"{stats.speedup_over_plain:.2f}x plain")
+    else:
+        parts.append("no answer yet")
+    parts.append(f"event {state.event or '-'}")
+    out.append(" · ".join(parts))
     return out
+
+
+def _models(out: Text, state: StatusState) -> None:
+    if not state.target:
+        out.append("models not loaded", style="dim")
+        return
+    out.append("target ", style="dim")
+    out.append(state.target, style="bold")
+    out.append(" · drafter ", style="dim")
+    if state.drafter and state.speculating:
+        out.append(state.drafter, style="bold green")
+    elif state.drafter:
+        out.append(f"{state.drafter} (idle: /spec on)")
+    else:
+        out.append("none (plain decoding)")
 
 
 class StatusBar(Static):
     DEFAULT_CSS = """
     StatusBar {
-        height: 1;
+        height: 2;
         background: $panel;
         color: $text;
         padding: 0 1;

@@ -35,7 +35,6 @@ class ChatInput(TextArea):
         height: auto;
         min-height: 3;
         max-height: 10;
-        border: round $accent;
     }
     """
     # Listed so that the footer shows the key; _on_key handles it first.
@@ -47,7 +46,8 @@ class ChatInput(TextArea):
             self.text = text
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)  # type: ignore[arg-type]
+        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus",  # type: ignore[arg-type]
+                         placeholder="Message · Enter sends · Ctrl-J new line · /help lists commands", **kwargs)
 
     async def _on_key(self, event: events.Key) -> None:
         # Before TextArea's own handling, which would insert a newline for Enter.
