@@ -2,7 +2,8 @@
 # Sets up ds4spec in a virtual environment and optionally runs the demo or the test suite.
 #
 #   scripts/setup.sh install   create .venv, build llama.cpp for this machine, install ds4spec, self-check
-#   scripts/setup.sh demo      install, pull the default models, complete a code prompt
+#   scripts/setup.sh demo      install, pull the default models, open `ds4spec chat` on them (on a terminal;
+#                              otherwise complete a code prompt, so that scripts and CI still work)
 #   scripts/setup.sh test      install, pull the models of the default and qwen-drafter pairs, run the whole
 #                              test suite (both tiers)
 #
@@ -114,6 +115,11 @@ main() {
         demo)
             install_all
             "$VENV/bin/ds4spec" models pull default
+            if [[ -t 0 && -t 1 ]]; then
+                say "opening the chat on the default pair (Enter sends, Ctrl-Q quits, /help lists commands)"
+                exec "$VENV/bin/ds4spec" chat "$@"
+            fi
+            # Not a terminal (a script, CI): the full-screen chat cannot run, the completion demo can.
             say "completing examples/demo.py with the default target (greedy, up to 200 tokens)"
             "$VENV/bin/ds4spec" complete --max-tokens 200 --stats "$@" < "$ROOT/examples/demo.py"
             ;;
