@@ -22,13 +22,13 @@ from textual.widgets.markdown import MarkdownStream
 from ds4spec.chat.provenance import ProvenanceSpans, visible
 from ds4spec.events import TextChunk
 
-# Terminals send Ctrl-J as a bare line feed, so it works everywhere; Shift-Enter and Alt-Enter only reach
-# the app in terminals that report them, and are kept as the keys people try first.
-NEWLINE_KEYS = ("ctrl+j", "shift+enter", "alt+enter")
+# Terminals send Ctrl-J as a bare line feed, so it works everywhere. Shift-Enter reaches the app only in
+# terminals with the kitty keyboard protocol (others send a plain Enter), but it is the key people try first.
+NEWLINE_KEYS = ("ctrl+j", "shift+enter")
 
 
 class ChatInput(TextArea):
-    """A multi-line input where Enter sends and Ctrl-J (or Shift/Alt-Enter) starts a new line."""
+    """A multi-line input where Enter sends and Ctrl-J (or Shift-Enter) starts a new line."""
 
     DEFAULT_CSS = """
     ChatInput {
