@@ -7,7 +7,10 @@ session file; nothing is stubbed.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,16 +70,16 @@ def test_a_message_streams_an_answer_that_is_shown_and_stored(endless_gguf: Path
     drive(app, scenario)
 
 
-def test_enter_sends_and_ctrl_j_starts_a_new_line(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+def test_enter_sends_and_ctrl_j_or_shift_enter_starts_a_new_line(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
     app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3")
 
     async def scenario(pilot: Pilot) -> None:
         await ready(pilot)
-        await pilot.press("a", "ctrl+j", "b")
-        assert app.query_one(ChatInput).text == "a\nb"
+        await pilot.press("a", "ctrl+j", "b", "shift+enter", "c")
+        assert app.query_one(ChatInput).text == "a\nb\nc"
         await pilot.press("enter")
         await answered(pilot)
-        assert stored(app)[0][:2] == ("user", "a\nb")
+        assert stored(app)[0][:2] == ("user", "a\nb\nc")
 
     drive(app, scenario)
 
@@ -228,6 +231,7 @@ def test_help_stats_system_and_save_commands(tiny_bpe_gguf: Path, tmp_path: Path
         await send(pilot, "/system You answer in Python.")
         await answered(pilot)
         assert app.conversation.system == "You answer in Python."
+        assert [(v.role, v.text) for v in views(app)] == [("system", "You answer in Python.")]
         await send(pilot, "hello")
         await answered(pilot)
         await send(pilot, "/stats")
@@ -479,3 +483,33 @@ def test_the_chat_pulls_a_missing_pair_on_first_run_and_says_so(tiny_models: dic
         assert app.query_one("#loading").has_class("-hidden")
 
     drive(app, scenario)
+
+
+# -- the command line -----------------------------------------------------------------------------------
+
+
+def ds4spec_chat(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """`ds4spec chat` with stdin and stdout not a terminal, as in a script."""
+    return subprocess.run([sys.executable, "-m", "ds4spec", "chat", *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=120, env={**os.environ, "DS4SPEC_HOME": str(home)})
+
+
+def test_chat_sessions_lists_stored_sessions_and_resume_names_a_missing_one(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions.sqlite3")
+    sid = store.new_session()
+    store.add_message(sid, "user", "How do I reverse a list?")
+    store.new_session()  # empty: never listed
+    store.close()
+    listed = ds4spec_chat("--sessions", home=tmp_path)
+    assert listed.returncode == 0 and listed.stderr == ""
+    assert len(listed.stdout.splitlines()) == 1
+    assert listed.stdout.startswith(f"#{sid}") and "How do I reverse a list?  (1 message)" in listed.stdout
+    missing = ds4spec_chat("--resume", "999", home=tmp_path)
+    assert missing.returncode == 2
+    assert missing.stderr == "ds4spec: error: there is no session 999; `ds4spec chat --sessions` lists them\n"
+
+
+def test_chat_outside_a_terminal_says_to_use_complete(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    proc = ds4spec_chat("--target", str(tiny_bpe_gguf), home=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == "ds4spec: error: chat needs a terminal; in scripts use `ds4spec complete`\n"

@@ -124,13 +124,22 @@ class ChatApp(App[None]):
         view = self.query_one("#conversation", VerticalScroll)
         await view.remove_children(MessageView)
         await view.remove_children(NoteView)
-        system = self.conversation.system
-        if system:
-            await view.mount(MessageView("system", system))
         await view.mount_all(MessageView(m.role, m.content, m.status) for m in self.conversation.history())
+        await self._show_system()
         self.status_state.stats = self.conversation.last_stats
         self.status_state.event = ""
         self.status_bar.show()
+
+    async def _show_system(self) -> None:
+        """The system prompt, when there is one, heads the conversation; /system changes it in place."""
+        shown = [v for v in self.query(MessageView) if v.role == "system"]
+        system = self.conversation.system
+        if shown and shown[0].text == system:
+            return
+        for view in shown:
+            await view.remove()
+        if system:
+            await self.query_one("#conversation", VerticalScroll).mount(MessageView("system", system), after="#legend")
 
     async def note(self, text: str, *, error: bool = False) -> None:
         await self.query_one("#conversation", VerticalScroll).mount(NoteView(text, error=error))
@@ -324,6 +333,7 @@ class ChatApp(App[None]):
             return
         if result.cleared:
             await self.show_history()
+        await self._show_system()
         if result.clipboard is not None:
             self.copy_to_clipboard(result.clipboard)
         if result.message:
