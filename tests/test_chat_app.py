@@ -480,7 +480,7 @@ def test_the_chat_pulls_a_missing_pair_on_first_run_and_says_so(tiny_models: dic
         await pilot.pause()
         assert [n.split(" to ")[0] for n in notes(app)] == ["downloaded tiny-target", "downloaded tiny-drafter"]
         assert "target ds4spec-tiny-bpe" in status_line(app) and "drafter none" not in status_line(app)
-        assert app.query_one("#loading").has_class("-hidden")
+        assert app.query_one("#loading").styles.display == "none"
 
     drive(app, scenario)
 

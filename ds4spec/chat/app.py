@@ -19,8 +19,9 @@ from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Footer, Label, ProgressBar, Static
+from textual.widgets import Footer, Static
 
+from ds4spec.chat.loading_panel import LoadingPanel
 from ds4spec.chat.provenance import legend
 from ds4spec.chat.screens import SessionsScreen
 from ds4spec.chat.status import StatusBar, StatusState
@@ -59,9 +60,6 @@ class ChatApp(App[None]):
     #conversation.-provenance #legend { display: block; }
     #conversation.-provenance MessageView.-assistant Markdown { display: none; }
     #conversation.-provenance MessageView.-assistant .provenance { display: block; }
-    #loading { height: auto; padding: 0 1; }
-    #loading.-hidden { display: none; }
-    #loading .-failed { color: $error; }
     #too-small { display: none; width: 1fr; height: 1fr; content-align: center middle; text-align: center; }
     Screen.-too-small #main { display: none; }
     Screen.-too-small #too-small { display: block; }
@@ -86,7 +84,7 @@ class ChatApp(App[None]):
         self._cancel = threading.Event()
         self.busy = False  # an answer or a command is running: one at a time
         self.load_error: str | None = None
-        self._shown_progress = -1
+        self._shown_progress: tuple[str, int] | None = None
 
     # -- layout ------------------------------------------------------------------------------------------
 
@@ -94,9 +92,7 @@ class ChatApp(App[None]):
         with Vertical(id="main"):
             with VerticalScroll(id="conversation"):
                 yield Static(legend(), id="legend")
-            with Vertical(id="loading"):
-                yield Label("", id="loading-label", markup=False)
-                yield ProgressBar(id="loading-bar", show_eta=False)
+            yield LoadingPanel(id="loading")
             yield ChatInput(id="input")
             yield StatusBar(self.status_state, id="status")
             yield Footer()
@@ -183,32 +179,24 @@ class ChatApp(App[None]):
 
     def _progress_from_thread(self, label: str, done: int, total: int) -> None:
         # Only whole-percent steps cross threads: a download reports every chunk.
-        pct = done * 100 // max(total, 1)
-        if pct != self._shown_progress:
-            self._shown_progress = pct
-            self._ui(self._show_progress, label, done, total)
-
-    def _show_progress(self, label: str, done: int, total: int) -> None:
-        self.query_one("#loading-label", Label).update(f"{label}: {done / 2**20:.1f} of {total / 2**20:.1f} MiB")
-        self.query_one("#loading-bar", ProgressBar).update(total=total, progress=done)
+        step = (label, done * 100 // max(total, 1))
+        if step != self._shown_progress:
+            self._shown_progress = step
+            self._ui(self.query_one(LoadingPanel).progress, label, done, total)
 
     def _loading_stage(self, text: str) -> None:
-        self._shown_progress = -1
-        self.query_one("#loading-label", Label).update(text + "…")
-        self.query_one("#loading-bar", ProgressBar).update(total=None, progress=0)
+        self._shown_progress = None
+        self.query_one(LoadingPanel).stage(text)
 
     def _load_failed(self, message: str) -> None:
         self.load_error = message
-        label = self.query_one("#loading-label", Label)
-        label.update(f"could not load the models: {message}")
-        label.add_class("-failed")
-        self.query_one("#loading-bar", ProgressBar).display = False
+        self.query_one(LoadingPanel).failed(message)
         self._set_phase("error")
         self.notify(message, title="could not load the models", severity="error", timeout=15)
 
     def _engine_ready(self, engine: Engine) -> None:
         self.conversation.engine = engine
-        self.query_one("#loading").add_class("-hidden")
+        self.query_one(LoadingPanel).done()
         self._show_models()
         self._set_phase("ready")
 
