@@ -229,6 +229,19 @@ def test_resume_continues_the_latest_session(tiny_bpe_gguf: Path, home: Path, sp
     assert again.exit() == 0
 
 
+def test_a_damaged_session_file_is_named_and_the_repl_starts(tiny_bpe_gguf: Path, home: Path,
+                                                               spawned: list[Repl]) -> None:
+    home.mkdir(parents=True)
+    (home / "sessions.sqlite3").write_bytes(b"not a database" * 100)
+    repl = start(spawned, tiny_bpe_gguf, home, "--max-tokens", "5")
+    repl.expect_exact("ds4spec: warning: ")
+    repl.type("Still works\r")
+    repl.expect(STATS)
+    assert repl.exit() == 0
+    assert f"{home / 'sessions.sqlite3'} was damaged" in repl.text and "moved it aside" in repl.text
+    assert stored(home)[0].content == "Still works"
+
+
 def _sessions(home: Path) -> str:
     proc = subprocess.run([sys.executable, "-m", "ds4spec", "repl", "--sessions"], capture_output=True, text=True,
                           env={**os.environ, "DS4SPEC_HOME": str(home)}, timeout=60)
