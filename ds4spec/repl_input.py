@@ -26,8 +26,8 @@ from ds4spec.paths import data_dir
 from ds4spec.repl_render import Terminal
 from ds4spec.slash import ARGUMENTS, COMMANDS
 
-PROMPT = "> "
-CONTINUATION = ". "
+PROMPT = "you> "
+CONTINUATION = "... "
 _COMMAND_SO_FAR = re.compile(r"^\s*/(\w*)$")
 
 
