@@ -436,12 +436,13 @@ def test_a_terminal_below_40x10_shows_a_message_instead_of_the_chat(tiny_bpe_ggu
 # -- first run ------------------------------------------------------------------------------------------
 
 
-def tiny_pair_home(home: Path, target: Path, drafter: Path) -> None:
+def tiny_pair_home(home: Path, target: Path, drafter: Path, *, drafter_source: bool = True) -> None:
     """A user manifest directory naming the two tiny models (copied from a local source) as pair ``tiny``."""
     manifests = home / "manifests"
     manifests.mkdir(parents=True)
     for name, model in (("tiny-target", target), ("tiny-drafter", drafter)):
-        shutil.copy(model, manifests / f"{name}-source.gguf")
+        if name == "tiny-target" or drafter_source:
+            shutil.copy(model, manifests / f"{name}-source.gguf")
         data = model.read_bytes()
         (manifests / f"{name}.toml").write_text(
             f'name = "{name}"\nfile = "{name}.gguf"\nsize = {len(data)}\n'
@@ -481,6 +482,26 @@ def test_the_chat_pulls_a_missing_pair_on_first_run_and_says_so(tiny_models: dic
         assert [n.split(" to ")[0] for n in notes(app)] == ["downloaded tiny-target", "downloaded tiny-drafter"]
         assert "target ds4spec-tiny-bpe" in status_line(app) and "drafter none" not in status_line(app)
         assert app.query_one("#loading").styles.display == "none"
+
+    drive(app, scenario)
+
+
+def test_a_drafter_that_cannot_be_downloaded_leaves_the_chat_working_without_it(
+        tiny_models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DS4SPEC_HOME", str(tmp_path / "home"))
+    tiny_pair_home(tmp_path / "home", tiny_models["bpe"], tiny_models["spm"], drafter_source=False)
+    app = ChatApp(Settings(pair="tiny", warmup=0, max_tokens=8), SessionStore(tmp_path / "sessions.sqlite3"))
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        await pilot.pause()
+        assert notes(app)[0].startswith("downloaded tiny-target")
+        assert "could not download tiny-drafter" in notes(app)[1] and "without this drafter" in notes(app)[1]
+        assert app.conversation.engine is not None and app.conversation.engine.drafter_name in (None, "lookup")
+        assert f"drafter {app.conversation.engine.drafter_name or 'none'}" in status_line(app)
+        await send(pilot, "hello")
+        await answered(pilot)
+        assert views(app, "assistant")[-1].status == "done"
 
     drive(app, scenario)
 

@@ -136,7 +136,7 @@ def test_a_model_that_fails_to_load(snap_compare: Compare, tmp_path: Path) -> No
 def test_first_run_download_progress(snap_compare: Compare, tmp_path: Path) -> None:
     """The loading panel midway through a first-run download; the byte counts are fed as a pull feeds them."""
 
-    def held_loader(settings: Settings, listener: Any, stage: Any, pulled: Any) -> Engine:
+    def held_loader(settings: Settings, listener: Any, stage: Any, note: Any) -> Engine:
         stage("downloading qwen2.5-coder-1.5b (first run)")
         listener("qwen2.5-coder-1.5b (huggingface)", 420 << 20, 1066 << 20)
         while app.is_running:  # held here until the screenshot is taken and the app closes

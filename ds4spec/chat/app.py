@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import events, work
@@ -35,8 +34,8 @@ from ds4spec.progress import ProgressListener
 from ds4spec.sessions import SessionStore
 
 MIN_WIDTH, MIN_HEIGHT = 40, 10
-# (settings, progress listener, stage, pulled) -> Engine; see ds4spec.chat.loader.prepare_engine.
-Loader = Callable[[Settings, ProgressListener, Callable[[str], None], Callable[[str, Path], None]], Engine]
+# (settings, progress listener, stage, note) -> Engine; see ds4spec.chat.loader.prepare_engine.
+Loader = Callable[[Settings, ProgressListener, Callable[[str], None], Callable[[str], None]], Engine]
 
 
 class _AppGone(Exception):
@@ -44,10 +43,10 @@ class _AppGone(Exception):
 
 
 def _default_loader(settings: Settings, listener: ProgressListener, stage: Callable[[str], None],
-                    pulled: Callable[[str, Path], None]) -> Engine:
+                    note: Callable[[str], None]) -> Engine:
     from ds4spec.chat.loader import prepare_engine
 
-    return prepare_engine(settings, listener=listener, stage=stage, pulled=pulled)
+    return prepare_engine(settings, listener=listener, stage=stage, note=note)
 
 
 class ChatApp(App[None]):
@@ -165,7 +164,7 @@ class ChatApp(App[None]):
         try:
             engine = self._loader(self.settings, self._progress_from_thread,
                                   lambda text: self._ui(self._loading_stage, text),
-                                  lambda name, path: self._ui(self.note, f"downloaded {name} to {path} (first run)"))
+                                  lambda text: self._ui(self.note, text))
         except Ds4Error as exc:
             self._ui(self._load_failed, str(exc))
             return

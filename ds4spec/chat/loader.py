@@ -7,12 +7,12 @@ to the full-screen interface.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from ds4spec import store
 from ds4spec.config import Settings
 from ds4spec.drafters.factory import KEYWORDS
 from ds4spec.engine import Engine
+from ds4spec.errors import ModelError
 from ds4spec.loading import check_settings, target_name
 from ds4spec.manifests import Manifest, find_pair, load_manifests
 from ds4spec.progress import ProgressListener
@@ -34,20 +34,30 @@ def missing_models(settings: Settings) -> list[Manifest]:
     return [m for m in wanted if store.model_status(m) == "not pulled"]
 
 
-def _ignore(name: str, path: Path) -> None:
+def _ignore(text: str) -> None:
     pass
 
 
 def prepare_engine(settings: Settings, *, listener: ProgressListener, stage: Callable[[str], None],
-                   pulled: Callable[[str, Path], None] = _ignore) -> Engine:
+                   note: Callable[[str], None] = _ignore) -> Engine:
     """Pulls what is missing, then loads the engine. ``listener`` hears the bytes of each download and
-    check, ``stage`` each step, ``pulled`` each model that was downloaded (its name and file).
+    check, ``stage`` each step, ``note`` what the user should know afterwards (each model downloaded).
 
-    Errors are ``Ds4Error``s with one-line messages, as everywhere in ds4spec.
+    Errors are ``Ds4Error``s with one-line messages, as everywhere in ds4spec. Only the target must be
+    there: without a pair's drafter that cannot be downloaded the chat goes on as ``complete`` does without
+    one that was never pulled (text lookup with triggers on, else plain decoding; the status bar says which).
     """
     check_settings(settings)
+    target = target_name(settings)
     for manifest in missing_models(settings):
         stage(f"downloading {manifest.name} (first run)")
-        pulled(manifest.name, store.pull(manifest, progress=False, listener=listener))
+        try:
+            path = store.pull(manifest, progress=False, listener=listener)
+        except ModelError as exc:
+            if manifest.name == target or settings.draft is not None:
+                raise
+            note(f"{exc}; going on without this drafter")  # the engine then drafts by lookup, or not at all
+            continue
+        note(f"downloaded {manifest.name} to {path} (first run)")
     stage("loading the models")
     return Engine.load(settings)
