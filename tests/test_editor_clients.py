@@ -65,3 +65,31 @@ def test_neovim_plugin_completes_at_the_cursor_and_chats(tiny_bpe_gguf: Path, tm
     assert chat_out.read_text() == reply
     pid = int(pid_out.read_text())
     assert not Path(f"/proc/{pid}").exists(), "the server outlived Neovim"
+
+
+def vim_has_channels() -> bool:
+    if shutil.which("vim") is None:
+        return False
+    version = subprocess.run(["vim", "--version"], capture_output=True, text=True, timeout=30).stdout
+    return "+job" in version and "+channel" in version and "Vi IMproved 9." in version
+
+
+@pytest.mark.skipif(not vim_has_channels(), reason="needs Vim 9 with +job and +channel")
+def test_vim_script_inserts_a_completion_at_the_cursor(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    source = tmp_path / "add.py"
+    source.write_text(SOURCE)
+    prefix, suffix = split_at(SOURCE, ROW, COL)
+    middle, _ = engine_texts(tiny_bpe_gguf, prefix, suffix, "unused")
+    error_out = tmp_path / "error.txt"
+    env = {**os.environ, "DS4SPEC_REPO": str(ROOT), "DS4SPEC_SERVER": json.dumps(server_command(tiny_bpe_gguf)),
+           "DS4SPEC_FILE": str(source), "DS4SPEC_ROW": str(ROW), "DS4SPEC_COL": str(COL),
+           "DS4SPEC_MAX_TOKENS": str(MAX_TOKENS), "DS4SPEC_ERROR_OUT": str(error_out),
+           "DS4SPEC_PID_OUT": str(tmp_path / "server.pid")}
+    proc = subprocess.run(["vim", "-Nu", "NONE", "-i", "NONE", "-n", "-es",
+                           "-S", str(ROOT / "tests" / "editors" / "vim_session.vim")],
+                          cwd=tmp_path, env=env, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    reason = error_out.read_text() if error_out.exists() else proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, reason
+    assert source.read_text() == prefix + middle + suffix
+    pid = int((tmp_path / "server.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists(), "the server outlived Vim"
