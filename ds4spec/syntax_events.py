@@ -108,7 +108,10 @@ def _from_line_start(text: bytes) -> str:
 
 
 def _last_tokens(family: Family, text: str) -> list[tuple[_TokenType, str]]:
-    tokens = [(t, v) for _, t, v in _lexer(family.lexer).get_tokens_unprocessed(text) if v]
+    # Many lexers end a line comment only at a newline (``//.*?\n``): lex with one, then cut it off again.
+    end = len(text)
+    lexed = text if text.endswith("\n") else text + "\n"
+    tokens = [(t, v[: end - i]) for i, t, v in _lexer(family.lexer).get_tokens_unprocessed(lexed) if i < end and v]
     return tokens[-12:]
 
 
@@ -122,8 +125,13 @@ def code_event(family: Family, text: str) -> str:
         inside = _inside_literal(tokens, kind, value)
         if inside:
             return inside
-    if text.rfind("/*") > text.rfind("*/") or text.rfind("<!--") > text.rfind("-->"):
-        return "comment"  # an open block comment (some lexers flag its text as errors)
+    for opener, closer in (("/*", "*/"), ("<!--", "-->")):
+        # An open block comment (some lexers flag its text as errors): one where the family's lexer reads a
+        # comment once it is closed, not a shell glob such as ``cp build/* dist/``.
+        if text.rfind(opener) > text.rfind(closer):
+            closed = _last_tokens(family, text + closer)
+            if closed and closed[-1][0] in Comment:
+                return "comment"
     line = text.rsplit("\n", 1)[-1]
     if _BULLET.match(line) and line.strip() in ("-", "*"):
         return "bullet"
@@ -157,8 +165,11 @@ def _inside_literal(tokens: list[tuple[_TokenType, str]], kind: _TokenType, valu
         if opening is None:
             return None  # the literal is complete
         return "docstring" if kind in String.Doc or opening.startswith(('"""', "'''")) else "string"
-    if kind in Token.Error and value[:1] in "\"'`":
-        return "string"  # an unterminated quote some lexers flag as an error
+    for k, v in reversed(tokens):  # an unterminated quote some lexers flag as an error, then lex on as code
+        if k in Token.Error and v[:1] in "\"'`":
+            return "string"
+        if "\n" in v:
+            break
     return None
 
 

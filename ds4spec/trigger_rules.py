@@ -93,7 +93,10 @@ def _line_of(text: str, key: str, section: str | None = None) -> int | None:
     for n, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if stripped.startswith("["):
-            in_section = section is None or stripped.strip("[] ") == section
+            header = stripped.split("#")[0].strip("[] ")
+            if header == (f"{section}.{key}" if section else key):
+                return n  # a table header: [unknown] or [events.comment]
+            in_section = section is None or header == section
             continue
         if in_section and re.match(rf'"?{re.escape(key)}"?\s*=', stripped):
             return n
@@ -126,7 +129,8 @@ class _FileReader:
     def family(self, base: Family | None) -> Family:
         unknown = set(self.data) - {"family", "events"}
         if unknown:
-            raise self.fail(f"unknown table {sorted(unknown)[0]!r} (expected [family] and [events])")
+            name = sorted(unknown)[0]
+            raise self.fail(f"unknown table {name!r} (expected [family] and [events])", name)
         head = self.data.get("family")
         if not isinstance(head, dict) or not isinstance(head.get("name"), str) or not head["name"]:
             raise self.fail("a [family] table with a name is required", "name", "family")
