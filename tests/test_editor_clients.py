@@ -1,4 +1,4 @@
-"""The editor clients in the repository against the real server on a tiny model: Neovim headless, and Vim.
+"""The editor clients in the repository against the real server on a tiny model: Neovim, Vim and Emacs.
 
 Neovim loads the plugin from editors/nvim, asks for a completion at the cursor, shows it as ghost text,
 accepts it into the buffer and writes the file; the file must then hold exactly what the engine produces
@@ -20,6 +20,7 @@ from ds4spec.config import Settings
 from ds4spec.engine import Engine
 from ds4spec.events import TextChunk
 from ds4spec.prompt import ChatMessage
+from ds4spec.server.stopping import decide
 
 SOURCE = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
 ROW, COL = 3, 0  # the empty line: 1-based row, 0-based byte column, as Neovim counts
@@ -27,13 +28,15 @@ MAX_TOKENS = 28  # the completion spans three lines: ghost text below the cursor
 QUESTION = "Explain this code."
 
 
-def engine_texts(model: Path, prefix: str, suffix: str, chat: str) -> tuple[str, str]:
+def engine_texts(model: Path, prefix: str, suffix: str, chat: str, stop_at: str | None = None) -> tuple[str, str]:
+    """What the engine itself writes between ``prefix`` and ``suffix`` (cut as ``stop_at`` says), and its reply
+    to the chat message ``chat``."""
     with Engine.load(Settings(target=str(model), draft="none")) as engine:
         middle = "".join(e.text for e in engine.complete(prefix, suffix, max_tokens=MAX_TOKENS)
                          if isinstance(e, TextChunk))
         reply = "".join(e.text for e in engine.chat([ChatMessage("user", chat)], max_tokens=MAX_TOKENS)
                         if isinstance(e, TextChunk))
-    return middle, reply
+    return middle[:decide(middle, stop_at, prefix[prefix.rfind("\n") + 1:])[0]], reply
 
 
 def split_at(text: str, row: int, col: int) -> tuple[str, str]:
@@ -93,3 +96,30 @@ def test_vim_script_inserts_a_completion_at_the_cursor(tiny_bpe_gguf: Path, tmp_
     assert source.read_text() == prefix + middle + suffix
     pid = int((tmp_path / "server.pid").read_text())
     assert not Path(f"/proc/{pid}").exists(), "the server outlived Vim"
+
+
+@pytest.mark.skipif(shutil.which("emacs") is None, reason="emacs is not installed (optional: the README's client)")
+def test_emacs_client_inserts_a_completion_at_point(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    prefix, suffix = split_at(SOURCE, ROW, COL)
+    middle, _ = engine_texts(tiny_bpe_gguf, prefix, suffix, "unused", stop_at="block")
+    script = tmp_path / "session.el"
+    command = " ".join(json.dumps(a) for a in server_command(tiny_bpe_gguf, "--max-tokens", str(MAX_TOKENS)))
+    script.write_text(f"""
+(load {json.dumps(str(ROOT / 'editors' / 'emacs' / 'ds4spec.el'))})
+(setq ds4spec-command '({command}))
+(with-temp-buffer
+  (insert {json.dumps(SOURCE)})
+  (goto-char {len(prefix) + 1})
+  (ds4spec-complete)
+  (let ((n 0))
+    (while (and (= (buffer-size) {len(SOURCE)}) (< n 1200))
+      (accept-process-output nil 0.05)
+      (setq n (1+ n))))
+  (write-region (point-min) (point-max) {json.dumps(str(tmp_path / 'out.py'))}))
+(ds4spec-stop)
+(when (process-live-p ds4spec--process) (kill-emacs 4))
+""")
+    proc = subprocess.run(["emacs", "--batch", "-Q", "-l", str(script)], cwd=tmp_path, capture_output=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert (tmp_path / "out.py").read_text() == prefix + middle + suffix
