@@ -127,15 +127,18 @@ class TriggerPolicy(DraftPolicy):
         return sources[0] if len(sources) == 1 and len(self.sources) > 1 else "any"
 
     def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:
-        """The length with the best expected rate among those measured, and one above the longest."""
+        """The measured length with the best expected rate; while the longest measured one is the best, the next
+        longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
         alpha = model.acceptance[source].alpha
         measured = [k for k in self.candidates if table.measured(k)]
-        longer = [k for k in self.candidates if not measured or k > measured[-1]]
-        options = [*measured, *longer[:1]]
-        if not options:
-            return 0, 0.0
-        return max(((k, expected_tokens(alpha, k) / table.cost(k)) for k in options), key=lambda kr: (kr[1], -kr[0]))
+        if not measured:  # this source's cycles so far offered nothing to measure: the shortest, as estimated
+            k = self.candidates[0]
+            return k, expected_tokens(alpha, k) / table.cost(k)
+        rates = ((k, expected_tokens(alpha, k) / table.cost(k)) for k in measured)
+        k, rate = max(rates, key=lambda kr: (kr[1], -kr[0]))
+        longer = [n for n in self.candidates if n > k]
+        return (longer[0] if k == measured[-1] and longer else k), rate
 
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:
@@ -150,7 +153,9 @@ class TriggerPolicy(DraftPolicy):
         else:
             costs.observe_plain(cycle_seconds)  # a plain step, or a lookup miss (which costs nothing)
             if requested:
-                self._learn("lookup", 0, 0)
+                # For this event, a miss of lookup's like the model's below: else lookup, never found wanting, would
+                # be asked (and probed) here forever in place of a model that pays.
+                self._learn("lookup", 1, 0)
 
     def _learn(self, source: str, drafted: int, accepted: int) -> None:
         model = self._current

@@ -1,0 +1,341 @@
+"""Triggers adapt per event: where drafts are accepted the length climbs, where they are not it goes to 0.
+
+The policy is driven directly with cycles whose cost and acceptance follow a simple machine (a plain step costs 1,
+a cycle drafting k tokens 1 + 0.3 k, each drafted token accepted with a per-event probability), then end to end
+on a tiny real model with a drafter that is right in one kind of place and wrong elsewhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from spec_helpers import run_plain, run_spec
+
+from ds4spec.config import Settings
+from ds4spec.decode import GenerationRequest
+from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.drafters.lookup import LookupDrafter
+from ds4spec.engine import Engine
+from ds4spec.events import Finished
+from ds4spec.policy import GatedPolicy
+from ds4spec.stats import EventCounts
+from ds4spec.syntax_events import SyntaxTracker
+from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.trigger_policy import TriggerLearning, TriggerPolicy
+from ds4spec.trigger_rules import RuleBook, load_rulebook
+
+# Two places in Python code, as the tracker sees them: inside a comment (rule: 6 tokens) and inside a string
+# (rule: 4 tokens).
+COMMENT = b"def total(xs):\n    # the sum of "
+STRING = b'def total(xs):\n    name = "tot'
+PRIOR = {"python.comment": 6, "python.string": 4}
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory: pytest.TempPathFactory) -> RuleBook:
+    return load_rulebook(user_dir=tmp_path_factory.mktemp("no-user-rules"))
+
+
+def _at(policy: TriggerPolicy, text: bytes) -> int:
+    """The length the policy drafts when the text ends at ``text``'s end."""
+    policy.begin(DraftContext(text=text))
+    return policy.draft_length()
+
+
+def _accepted(rng: random.Random, k: int, p: float) -> int:
+    """Each drafted token accepted with probability p, until the first rejection."""
+    n = 0
+    while n < k and rng.random() < p:
+        n += 1
+    return n
+
+
+@dataclass
+class Machine:
+    """Cycles of a simple machine: each place's drafts accepted token by token with its probability."""
+
+    acceptance: dict[bytes, float]
+    cost_per_token: float = 0.3
+    seed: int = 0
+    chosen: dict[bytes, list[int]] = field(default_factory=dict)
+
+    def run(self, policy: TriggerPolicy, cycles: int) -> None:
+        rng = random.Random(self.seed)
+        places = list(self.acceptance)
+        for _ in range(cycles):
+            place = rng.choice(places)
+            k = _at(policy, place)
+            self.chosen.setdefault(place, []).append(k)
+            accepted = _accepted(rng, k, self.acceptance[place])
+            policy.observe(k, k, accepted, 1.0 + self.cost_per_token * k, "model" if k else "none")
+
+    def late(self, place: bytes, n: int = 100) -> list[int]:
+        """The last ``n`` lengths chosen at ``place``."""
+        return self.chosen[place][-n:]
+
+
+def test_the_first_cycle_is_a_plain_step_and_then_the_rule_is_tried(book: RuleBook) -> None:
+    policy = TriggerPolicy(book, "python", 16, ("model",))
+    assert _at(policy, COMMENT) == 0 and policy.event == "python.comment"  # measures the yardstick
+    policy.observe(0, 0, 0, 1.0, "none")
+    assert _at(policy, COMMENT) == PRIOR["python.comment"]
+    assert _at(policy, STRING) == PRIOR["python.string"] and policy.event == "python.string"
+    short = TriggerPolicy(book, "python", 3, ("model",), policy.learning)
+    assert _at(short, COMMENT) == 3  # never more than --draft-max
+
+
+def test_a_zero_draft_maximum_never_drafts(book: RuleBook) -> None:
+    policy = TriggerPolicy(book, "python", 0, ("model",))
+    policy.observe(0, 0, 0, 1.0, "none")
+    assert _at(policy, COMMENT) == 0
+
+
+def test_well_accepted_events_climb_above_their_rule_and_hopeless_ones_stop(book: RuleBook) -> None:
+    machine = Machine({COMMENT: 0.95, STRING: 0.1})
+    machine.run(TriggerPolicy(book, "python", 16, ("model",)), 600)
+    good, bad = machine.late(COMMENT), machine.late(STRING)
+    assert statistics.median(good) > PRIOR["python.comment"], good
+    assert min(good) >= PRIOR["python.comment"]
+    probes = [k for k in machine.chosen[STRING][50:] if k]
+    assert len(probes) <= 0.05 * len(machine.chosen[STRING][50:]), probes  # only rare probes
+    assert set(probes) <= {1} and statistics.median(bad) == 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_adaptation_does_not_hang_on_one_lucky_or_unlucky_run(book: RuleBook, seed: int) -> None:
+    machine = Machine({COMMENT: 0.95, STRING: 0.1}, seed=seed)
+    machine.run(TriggerPolicy(book, "python", 16, ("model",)), 600)
+    assert statistics.median(machine.late(COMMENT)) > PRIOR["python.comment"]
+    assert sum(1 for k in machine.late(STRING) if k) <= 5
+
+
+def test_each_event_follows_its_own_acceptance(book: RuleBook) -> None:
+    """The string event's fate does not move the comment event's length, and the other way round."""
+    hopeless = Machine({COMMENT: 0.95, STRING: 0.1})
+    hopeless.run(TriggerPolicy(book, "python", 16, ("model",)), 600)
+    good = Machine({COMMENT: 0.95, STRING: 0.95})
+    good.run(TriggerPolicy(book, "python", 16, ("model",)), 600)
+    assert statistics.median(good.late(STRING)) > PRIOR["python.string"]
+    assert statistics.median(hopeless.late(STRING)) == 0
+    assert statistics.median(good.late(COMMENT)) == statistics.median(hopeless.late(COMMENT))
+    both_bad = Machine({COMMENT: 0.1, STRING: 0.95})
+    both_bad.run(TriggerPolicy(book, "python", 16, ("model",)), 600)
+    assert statistics.median(both_bad.late(COMMENT)) == 0
+    assert statistics.median(both_bad.late(STRING)) > PRIOR["python.string"]
+
+
+def test_costly_verification_keeps_even_a_good_event_near_its_rule_or_below(book: RuleBook) -> None:
+    """Each drafted token costs a whole plain step: a length of 16 would need near-perfect acceptance."""
+    machine = Machine({COMMENT: 0.7}, cost_per_token=1.0)
+    machine.run(TriggerPolicy(book, "python", 16, ("model",)), 300)
+    assert statistics.median(machine.late(COMMENT)) <= PRIOR["python.comment"]
+
+
+def test_what_was_learned_carries_over_to_the_next_generation(book: RuleBook) -> None:
+    learning = TriggerLearning()
+    machine = Machine({COMMENT: 0.95, STRING: 0.1})
+    machine.run(TriggerPolicy(book, "python", 16, ("model",), learning), 600)
+    following = TriggerPolicy(book, "python", 16, ("model",), learning)
+    # No plain step to measure first, and no prior to retry: the lengths the first generation settled on.
+    assert _at(following, COMMENT) in set(machine.late(COMMENT, 20)) - {0}
+    assert _at(following, STRING) == 0
+    fresh = TriggerPolicy(book, "python", 16, ("model",))
+    assert _at(fresh, COMMENT) == 0  # a new learning starts from nothing
+
+
+def test_an_undrafted_prose_rule_is_only_probed_with_back_off(book: RuleBook) -> None:
+    policy = TriggerPolicy(book, "markdown", 16, ("model",))
+    policy.observe(0, 0, 0, 1.0, "none")
+    prose = b"The tracker reads the text as it "
+    drafted_at = []
+    for cycle in range(200):
+        k = _at(policy, prose)
+        assert policy.event == "markdown.prose"
+        if k:
+            drafted_at.append(cycle)
+        policy.observe(k, k, 0, 1.0 + 0.3 * k, "model" if k else "none")
+    gaps = [b - a for a, b in itertools.pairwise(drafted_at)]
+    assert drafted_at and drafted_at[0] >= 7  # the rule says 0: the first probe waits
+    assert gaps == sorted(gaps) and gaps[-1] > 2 * gaps[0]  # probes grow rarer
+
+
+# -- which drafter source to ask ---------------------------------------------------------------------------
+
+
+@dataclass
+class HybridMachine:
+    """A hybrid drafter: lookup when it has a match (only at some places), else the model."""
+
+    lookup: dict[bytes, float | None]  # None: lookup finds nothing there
+    model: dict[bytes, float]
+    asked: dict[bytes, list[str]] = field(default_factory=dict)
+
+    def run(self, policy: TriggerPolicy, cycles: int, seed: int = 0) -> None:
+        rng = random.Random(seed)
+        for _ in range(cycles):
+            place = rng.choice(list(self.model))
+            k = _at(policy, place)
+            if not k:
+                policy.observe(0, 0, 0, 1.0, "none")
+                continue
+            self.asked.setdefault(place, []).append(policy.source)
+            p_lookup = self.lookup[place]
+            if policy.source in ("any", "lookup") and p_lookup is not None:
+                policy.observe(k, k, _accepted(rng, k, p_lookup), 1.0 + 0.3 * k, "lookup")
+            elif policy.source in ("any", "model"):  # the model costs its own forward passes too
+                policy.observe(k, k, _accepted(rng, k, self.model[place]), 1.0 + 0.5 * k, "model")
+            else:
+                policy.observe(k, 0, 0, 1.0, "none")  # asked lookup only, and it had nothing
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_each_event_asks_the_source_that_pays_there(book: RuleBook, seed: int) -> None:
+    """Seed 0 starts the string event with an unlucky model draft: lookup's misses there must still count
+    against lookup, or it would be asked (and probed) there forever."""
+    machine = HybridMachine(lookup={COMMENT: 0.95, STRING: None}, model={COMMENT: 0.1, STRING: 0.9})
+    machine.run(TriggerPolicy(book, "python", 16, ("lookup", "model")), 600, seed)
+    assert machine.asked[COMMENT][-50:] == ["lookup"] * 50
+    assert machine.asked[STRING][-50:] == ["model"] * 50
+
+
+def test_a_rule_naming_one_source_asks_only_that_one(book: RuleBook, tmp_path: Path) -> None:
+    rules = tmp_path / "python.toml"
+    rules.write_text('[family]\nname = "python"\n[events]\ncomment = { length = 5, drafter = "lookup" }\n'
+                     'string = { length = 3, drafter = "model" }\n')
+    custom = load_rulebook([rules], user_dir=tmp_path / "none")
+    policy = TriggerPolicy(custom, "python", 16, ("lookup", "model"))
+    policy.observe(0, 0, 0, 1.0, "none")
+    assert (_at(policy, COMMENT), policy.source) == (5, "lookup")
+    assert (_at(policy, STRING), policy.source) == (3, "model")
+    model_only = TriggerPolicy(custom, "python", 16, ("model",), policy.learning)
+    assert _at(model_only, COMMENT) == 5 and model_only.source == "any"  # the drafter has no lookup: its own
+
+
+# -- end to end on a tiny real model ---------------------------------------------------------------------
+
+PROMPTS = [
+    b"def add(a, b):\n    return a + b\n\n\ndef add(a, b):\n",
+    b"import os\nimport sys\nimport os\n",
+    b"class Node:\n    def __init__(self, value):\n        self.value = value\n",
+    b"x = [1, 2, 3]\ny = [1, 2, 3]\nz = [",
+]
+
+
+class RightInCodeDrafter(Drafter):
+    """Follows the text with its own tracker: proposes the target's own future text where the event is ``code``
+    and confident nonsense everywhere else (strings, comments, line starts, operators...)."""
+
+    name = "right-in-code"
+
+    def __init__(self, book: RuleBook, future: bytes) -> None:
+        self.book = book
+        self.future = future
+        self.offset = 0
+        self.tracker = SyntaxTracker(book, "python")
+
+    def begin(self, context: DraftContext) -> None:
+        self.offset = 0
+        self.tracker.begin(context.text or b"")
+
+    def extend(self, committed: bytes) -> None:
+        self.offset += len(committed)
+        self.tracker.extend(committed)
+
+    def propose(self, max_tokens: int) -> Draft:
+        if self.tracker.event()[1] != "code":
+            return Draft(b" nonsense" * max_tokens, "model", max_tokens)
+        rest = self.future[self.offset : self.offset + 16 * max_tokens]
+        return Draft(rest, "model", max_tokens) if rest else NO_DRAFT
+
+
+class MeteredTriggerPolicy(TriggerPolicy):
+    """Charges each cycle by the simple machine instead of the wall clock.
+
+    The tiny model's cycles last half a millisecond and a shared 2-core machine adds spikes of a third of a
+    second, so measured times would decide this test more than acceptance does; a real target's costs look
+    like this (verifying k tokens costs 0.3 k plain steps more, drafting them 0.1 k).
+    """
+
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
+                source: str = "") -> None:
+        super().observe(requested, drafted, accepted, 1.0 + 0.3 * drafted + 0.1 * requested, source)
+
+
+def _add(totals: dict[str, EventCounts], spec: Finished) -> None:
+    for event, counts in spec.stats.events.items():
+        totals.setdefault(event, EventCounts()).merge(counts)
+
+
+def test_end_to_end_drafting_stays_where_it_is_accepted_and_stops_elsewhere(
+    book: RuleBook, tiny_bpe_gguf: Path
+) -> None:
+    learning = TriggerLearning()  # kept across generations, as an engine keeps it
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=1024, n_gpu_layers=0)) as target:
+        rounds: list[dict[str, EventCounts]] = []
+        for _ in range(2):
+            totals: dict[str, EventCounts] = {}
+            for prompt in PROMPTS:
+                request = GenerationRequest(target.tokenizer.tokenize(prompt, add_special=True), max_tokens=160)
+                plain = run_plain(target, request)
+                drafter = RightInCodeDrafter(book, target.tokenizer.detokenize(plain.tokens))
+                policy = MeteredTriggerPolicy(book, "python", 16, drafter.sources, learning)
+                spec, _, guarded = run_spec(target, drafter, request, prompt, policy=policy)
+                assert spec.tokens == plain.tokens and spec.reason == plain.reason
+                assert guarded.failures.total == 0
+                _add(totals, spec)
+            rounds.append(totals)
+    first, second = rounds
+    code = second.pop("python.code")
+    assert code.acceptance_rate > 0.9 and code.verify_passes_with_draft >= 50, code
+    assert len(second) >= 3, "the gibberish of the tiny model holds other events too"
+    elsewhere = EventCounts()
+    for event, counts in second.items():
+        assert counts.verify_passes_with_draft <= 1 + counts.cycles // 10, (event, counts)  # a probe or so
+        elsewhere.merge(counts)
+    assert elsewhere.accepted_tokens == 0 and elsewhere.cycles >= 100
+    assert elsewhere.verify_passes_with_draft <= 0.1 * elsewhere.cycles, second
+    before = sum(c.verify_passes_with_draft for e, c in first.items() if e != "python.code")
+    assert before > elsewhere.verify_passes_with_draft  # the first round still tried the rules' priors
+
+
+# -- the engine --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engine(book: RuleBook, tiny_bpe_gguf: Path) -> Iterator[Engine]:
+    target = LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=1024, n_gpu_layers=0))
+    settings = Settings(draft="lookup", warmup=0, max_tokens=64, language="python")
+    with Engine(settings, target, GuardedDrafter(LookupDrafter()), book) as engine:
+        yield engine
+
+
+def test_the_engine_uses_triggers_in_the_prompts_language_and_learns_across_generations(engine: Engine) -> None:
+    completion = engine.completion_prompt("def f(x):\n    return x\n\n\ndef f(x):\n")
+    chat = engine.chat_prompt([])
+    first, second = engine.policy(completion), engine.policy(chat)
+    assert isinstance(first, TriggerPolicy) and isinstance(second, TriggerPolicy)
+    assert first.tracker.family.name == "python" and second.tracker.family.name == "markdown"
+    assert first.learning is second.learning
+    assert first.sources == ("lookup",)
+
+
+def test_an_engine_generation_reports_statistics_per_event(engine: Engine) -> None:
+    events = list(engine.complete("import os\nimport sys\nimport os\nimport sys\n"))
+    finished = events[-1]
+    assert isinstance(finished, Finished)
+    stats = finished.stats
+    assert stats.events and all(name.startswith("python.") for name in stats.events)
+    assert sum(c.cycles for c in stats.events.values()) == stats.target_forward_passes
+    assert sum(c.drafted_tokens for c in stats.events.values()) == stats.drafted_tokens
+
+
+def test_an_engine_without_rules_uses_one_gate(engine: Engine) -> None:
+    ungated = Engine(engine.settings, engine.target, engine.drafter, None)
+    assert isinstance(ungated.policy(engine.completion_prompt("x = 1\n")), GatedPolicy)
