@@ -60,7 +60,16 @@ async def send(pilot: Pilot, text: str) -> None:
     assert isinstance(app, ChatApp)
     box = app.query_one("#input")
     box.text = text  # type: ignore[attr-defined]
+    await press_enter(pilot)
+
+
+async def press_enter(pilot: Pilot) -> None:
+    """Presses Enter and waits until the app has taken what the input held."""
+    app = pilot.app
+    assert isinstance(app, ChatApp)
+    before = app.submissions
     await pilot.press("enter")
+    await until(pilot, lambda: app.submissions > before, what="the app to take the message")
 
 
 async def answered(pilot: Pilot) -> None:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from chat_helpers import answered, drive, make_app, notes, ready, send, status_line, until, views
+from chat_helpers import answered, drive, make_app, notes, press_enter, ready, send, status_line, until, views
 from textual.pilot import Pilot
 from textual.widgets import Markdown, Static
 
@@ -77,7 +77,7 @@ def test_enter_sends_and_ctrl_j_or_shift_enter_starts_a_new_line(tiny_bpe_gguf: 
         await ready(pilot)
         await pilot.press("a", "ctrl+j", "b", "shift+enter", "c")
         assert app.query_one(ChatInput).text == "a\nb\nc"
-        await pilot.press("enter")
+        await press_enter(pilot)
         await answered(pilot)
         assert stored(app)[0][:2] == ("user", "a\nb\nc")
 

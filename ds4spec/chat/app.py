@@ -82,6 +82,7 @@ class ChatApp(App[None]):
         self._loader = loader or _default_loader
         self._cancel = threading.Event()
         self.busy = False  # an answer or a command is running: one at a time
+        self.submissions = 0  # Enter presses handled so far: what a test waits on before looking
         self.load_error: str | None = None
         self._shown_progress: tuple[str, int] | None = None
 
@@ -214,6 +215,7 @@ class ChatApp(App[None]):
     # -- sending -----------------------------------------------------------------------------------------
 
     async def on_chat_input_submitted(self, message: ChatInput.Submitted) -> None:
+        self.submissions += 1
         text = message.text
         if not text.strip():
             self.notify("Type a message first (Ctrl-J starts a new line).", severity="warning")
