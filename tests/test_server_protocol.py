@@ -161,6 +161,43 @@ def test_stats_add_up_the_generations(tiny_bpe_gguf: Path) -> None:
         srv.kill()
 
 
+def test_speculating_server_answers_with_the_plain_text_and_cancels_within_a_cycle(engine: Engine,
+                                                                                   tiny_bpe_gguf: Path,
+                                                                                   never_gguf: Path) -> None:
+    # Greedy speculation is lossless: a drafter (here the model itself, so drafts are accepted) must not
+    # change a single character.
+    prefix = PREFIX
+    srv = Server(tiny_bpe_gguf, "--draft", str(tiny_bpe_gguf), "--warmup", "0")
+    try:
+        assert srv.call("initialize")["result"]["models"]["drafter"] is not None
+        result = srv.call("complete", {"prefix": prefix, "max_tokens": 40})["result"]
+        assert result["text"] == expected(engine, prefix, max_tokens=40)
+        assert result["stats"]["accepted_tokens"] > 0
+        assert srv.finish() == 0
+    finally:
+        srv.kill()
+    srv = Server(never_gguf, "--ctx", "2048", "--draft", str(never_gguf), "--warmup", "0")
+    try:
+        rid = srv.request("complete", {"prefix": PREFIX, "max_tokens": LONG})
+        wait_for_partial(srv, rid)
+        srv.request("cancel", {"id": rid})
+        err = error_of(srv.response(rid), -32800)
+        assert 0 < err["data"]["stats"]["committed_tokens"] < LONG
+        assert srv.finish() == 0
+    finally:
+        srv.kill()
+
+
+def test_serve_needs_stdio(tiny_bpe_gguf: Path) -> None:
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "ds4spec", "serve", "--target", str(tiny_bpe_gguf)],
+                          capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert proc.stderr.decode().strip() == (
+        "ds4spec: error: serve needs --stdio: stdin and stdout are its only transport")
+
+
 # -- errors -----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("method", "params", "needle"), [
