@@ -8,6 +8,7 @@ allowed difference is a flip at a near-tie between batched and single-token arit
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,11 @@ from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.events import FinishReason
-from ds4spec.policy import FixedLength, GatedPolicy
+from ds4spec.policy import DraftPolicy, FixedLength, GatedPolicy
 from ds4spec.sampling import SamplingSettings
 from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.trigger_policy import TriggerPolicy
+from ds4spec.trigger_rules import RuleBook, load_rulebook
 
 PROMPTS = [
     b"def add(a, b):\n    return a + b\n\n\ndef add(a, b):\n",
@@ -39,13 +42,26 @@ PROMPTS = [
     b"class Node:\n    def __init__(self, value):\n        self.value = value\n",
     b"x = [1, 2, 3]\ny = [1, 2, 3]\nz = [",
 ]
-POLICIES: dict[str, Callable[[], object]] = {
-    "fixed1": lambda: FixedLength(1),
-    "fixed4": lambda: FixedLength(4),
-    "fixed8": lambda: FixedLength(8),
-    "gated": lambda: GatedPolicy(8),
+# Policies by name, made for a drafter and the prompt's language (only the triggers look at either).
+POLICIES: dict[str, Callable[[Drafter, str], DraftPolicy]] = {
+    "fixed1": lambda drafter, language: FixedLength(1),
+    "fixed4": lambda drafter, language: FixedLength(4),
+    "fixed8": lambda drafter, language: FixedLength(8),
+    "gated": lambda drafter, language: GatedPolicy(8),
+    "triggers": lambda drafter, language: TriggerPolicy(_rule_book(), language, 8, drafter.sources),
 }
 OTHER = {"bpe": "spm", "spm": "bpe"}
+
+
+@cache
+def _rule_book() -> RuleBook:
+    """The built-in trigger rules (read during a test, so from the isolated DS4SPEC_HOME's config)."""
+    return load_rulebook()
+
+
+def _language(prompt: bytes) -> str:
+    """The notes prompt is markdown (prose, bullets); the others are Python."""
+    return "markdown" if prompt.startswith(b"# Notes") else "python"
 
 
 @pytest.fixture(scope="module", params=["bpe", "spm"])
@@ -78,10 +94,12 @@ def test_greedy_speculative_output_equals_plain_for_every_drafter_and_policy(
         plain = run_plain(target, request)
         future = target.tokenizer.detokenize(plain.tokens)
         for name, drafter in _drafters(target, tiny_models, future).items():
-            # Every policy with the oracle (it exercises acceptance); the others with a fixed and the gated one.
-            policies = POLICIES.values() if name == "oracle" else [POLICIES["fixed4"], POLICIES["gated"]]
-            for make_policy in policies:
-                spec, _, guarded = run_spec(target, drafter, request, prompt, policy=make_policy())  # type: ignore[arg-type]
+            # Every policy with the oracle (it exercises acceptance); the others with a fixed one, the gate and
+            # the triggers (which ask a hybrid drafter's lookup or model half by name).
+            policies = POLICIES if name == "oracle" else ["fixed4", "gated", "triggers"]
+            for policy in policies:
+                spec, _, guarded = run_spec(target, drafter, request, prompt,
+                                            policy=POLICIES[policy](drafter, _language(prompt)))
                 flips += assert_lossless(target, request, plain, spec)
                 runs += 1
                 accepted += spec.stats.accepted_tokens
@@ -107,17 +125,39 @@ def test_torch_drafter_keeps_output_identical(target: LlamaTarget, tmp_path: Pat
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_sampled_speculative_output_equals_plain_with_the_same_seed(target: LlamaTarget, seed: int) -> None:
+@pytest.mark.parametrize("policy", ["fixed6", "triggers"])
+def test_sampled_speculative_output_equals_plain_with_the_same_seed(
+    target: LlamaTarget, seed: int, policy: str
+) -> None:
     sampling = SamplingSettings(temperature=0.9, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
     accepted = 0
     for prompt in PROMPTS[:4]:
         request = _request(target, prompt, max_tokens=40, sampling=sampling)
         plain = run_plain(target, request)
-        future = target.tokenizer.detokenize(plain.tokens)
-        spec, _, _ = run_spec(target, OracleDrafter(future), request, prompt, policy=FixedLength(6))
+        drafter = OracleDrafter(target.tokenizer.detokenize(plain.tokens))
+        chosen = FixedLength(6) if policy == "fixed6" else POLICIES[policy](drafter, _language(prompt))
+        spec, _, _ = run_spec(target, drafter, request, prompt, policy=chosen)
         accepted += spec.stats.accepted_tokens
         assert_lossless(target, request, plain, spec)
     assert accepted > 0
+
+
+def test_sampled_output_with_triggers_equals_plain_for_every_drafter(
+    target: LlamaTarget, tiny_models: dict[str, Path]
+) -> None:
+    sampling = SamplingSettings(temperature=0.9, top_k=0, top_p=1.0, min_p=0.0, seed=7)
+    drafted = 0
+    for prompt in PROMPTS[:4]:
+        request = _request(target, prompt, max_tokens=40, sampling=sampling)
+        plain = run_plain(target, request)
+        for drafter in _drafters(target, tiny_models, target.tokenizer.detokenize(plain.tokens)).values():
+            spec, _, guarded = run_spec(target, drafter, request, prompt,
+                                        policy=POLICIES["triggers"](drafter, _language(prompt)))
+            assert_lossless(target, request, plain, spec)
+            assert guarded.failures.total == 0 and spec.stats.events
+            drafted += spec.stats.drafted_tokens
+            drafter.close()
+    assert drafted > 0
 
 
 @pytest.mark.parametrize("max_tokens", [1, 2, 3, 5, 8, 13])
