@@ -382,8 +382,11 @@ def test_shutdown_then_exit_ends_with_0_and_refuses_work_in_between(own_long_ser
     long_server = own_long_server
     running = long_server.request("complete", {"prefix": PREFIX, "max_tokens": LONG})
     wait_for_partial(long_server, running)
-    assert long_server.call("shutdown")["result"] is None
+    bye = long_server.request("shutdown")
+    assert long_server.response(bye)["result"] is None
     assert error_of(long_server.response(running), -32800)["message"] == "the server is shutting down"
+    answered = [m.get("id") for m in long_server.received if "method" not in m]
+    assert answered.index(running) < answered.index(bye), "shutdown answers after the work it stopped"
     assert "shutting down" in error_of(long_server.call("stats"), -32600)["message"]
     long_server.notify("exit")
     assert long_server.proc.wait(30) == 0

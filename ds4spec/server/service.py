@@ -177,11 +177,15 @@ class Service:
                 if not self._queue:
                     return
                 job = self._running = self._queue.popleft()
+            answer = rpc.error(job.request_id, RpcError(rpc.INTERNAL_ERROR, "internal error: the job failed"))
             try:
-                self._run(job)
+                answer = self._run(job)
             finally:
+                # Off the books and answered in one step: a client holding the answer never sees the job
+                # running in ``stats``, and ``shutdown`` answers only after it.
                 with self._cond:
                     self._running = None
+                    self._out.write(answer)
                     self._cond.notify_all()
 
     def _load(self) -> None:
@@ -214,36 +218,32 @@ class Service:
             except RpcError as err:
                 self._fail(rid, err)
 
-    def _run(self, job: Job) -> None:
+    def _run(self, job: Job) -> bytes:
+        """Runs ``job`` and returns its encoded answer (written by the caller, once the job is off the books)."""
+        rid = job.request_id
         if job.cancel.is_set():
-            self._answer_cancelled(job, job.why, None)
-            return
+            return self._cancelled(job, job.why, None)
         if self._engine is None or self._identity is None:
-            self._fail(job.request_id, RpcError(rpc.MODEL_ERROR, self._load_error or "the models are not loaded"))
-            return
+            return rpc.error(rid, RpcError(rpc.MODEL_ERROR, self._load_error or "the models are not loaded"))
 
         def partial(text: str) -> None:
-            self._out.write(rpc.notification(PARTIAL, {"id": job.request_id, "text": text}))
+            self._out.write(rpc.notification(PARTIAL, {"id": rid, "text": text}))
 
         try:
             outcome = run_job(self._engine, job, partial)
         except (InputError, UsageError) as err:
-            self._fail(job.request_id, RpcError(rpc.INPUT_ERROR, str(err)))
-            return
+            return rpc.error(rid, RpcError(rpc.INPUT_ERROR, str(err)))
         except Ds4Error as err:
-            self._fail(job.request_id, RpcError(rpc.MODEL_ERROR, str(err)))
-            return
+            return rpc.error(rid, RpcError(rpc.MODEL_ERROR, str(err)))
         except Exception as err:  # a bug: answer it and keep serving
             traceback.print_exc(file=sys.stderr)
-            self._fail(job.request_id, RpcError(rpc.INTERNAL_ERROR, f"internal error: {type(err).__name__}: {err}"))
-            return
+            return rpc.error(rid, RpcError(rpc.INTERNAL_ERROR, f"internal error: {type(err).__name__}: {err}"))
         with self._cond:
             self._counters.add(outcome)
         if outcome.cancelled:
-            self._answer_cancelled(job, job.why, outcome)
-        else:
-            self._reply(job.request_id, {"text": outcome.text, "finish_reason": outcome.finish_reason,
-                                         "stats": outcome.stats.as_dict()})
+            return self._cancelled(job, job.why, outcome)
+        return rpc.result(rid, {"text": outcome.text, "finish_reason": outcome.finish_reason,
+                                "stats": outcome.stats.as_dict()})
 
     # -- shutting down ----------------------------------------------------------------------------------
 
@@ -275,8 +275,12 @@ class Service:
         return [*self._queue, *([self._running] if self._running else [])]
 
     def _answer_cancelled(self, job: Job, why: str, outcome: Outcome | None) -> None:
+        self._out.write(self._cancelled(job, why, outcome))
+
+    @staticmethod
+    def _cancelled(job: Job, why: str, outcome: Outcome | None) -> bytes:
         data = {"text": outcome.text if outcome else "", "stats": outcome.stats.as_dict() if outcome else None}
-        self._fail(job.request_id, RpcError(rpc.REQUEST_CANCELLED, why, data))
+        return rpc.error(job.request_id, RpcError(rpc.REQUEST_CANCELLED, why, data))
 
     def _reply(self, rid: RequestId, value: Any) -> None:
         self._out.write(rpc.result(rid, value))
