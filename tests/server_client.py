@@ -87,7 +87,9 @@ class _Bytes:
 
 def server_command(target: Path | str, *extra: str, verbose: bool = False) -> list[str]:
     head = [sys.executable, "-m", "ds4spec", *(["-v"] if verbose else [])]
-    return [*head, "serve", "--stdio", "--target", str(target), "--draft", "none", *extra]
+    # One thread: llama.cpp's workers spin while they wait, and on a busy 2-core machine two spinning
+    # servers (or a server beside the test's own engine) slow each other down many times over.
+    return [*head, "serve", "--stdio", "--target", str(target), "--draft", "none", "--threads", "1", *extra]
 
 
 class Server:

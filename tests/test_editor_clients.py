@@ -31,7 +31,7 @@ QUESTION = "Explain this code."
 def engine_texts(model: Path, prefix: str, suffix: str, chat: str, stop_at: str | None = None) -> tuple[str, str]:
     """What the engine itself writes between ``prefix`` and ``suffix`` (cut as ``stop_at`` says), and its reply
     to the chat message ``chat``."""
-    with Engine.load(Settings(target=str(model), draft="none")) as engine:
+    with Engine.load(Settings(target=str(model), draft="none", threads=1)) as engine:
         middle = "".join(e.text for e in engine.complete(prefix, suffix, max_tokens=MAX_TOKENS)
                          if isinstance(e, TextChunk))
         reply = "".join(e.text for e in engine.chat([ChatMessage("user", chat)], max_tokens=MAX_TOKENS)

@@ -32,7 +32,7 @@ def never_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def engine(tiny_bpe_gguf: Path) -> Iterator[Engine]:
-    with Engine.load(Settings(target=str(tiny_bpe_gguf), draft="none")) as eng:
+    with Engine.load(Settings(target=str(tiny_bpe_gguf), draft="none", threads=1)) as eng:
         yield eng
 
 
@@ -367,7 +367,7 @@ def test_several_requests_in_flight_are_answered_in_turn(long_server: Server, ne
     assert first not in messages_by_id(long_server.received)
     long_server.request("cancel", {"id": first})
     error_of(long_server.response(first), -32800)
-    with Engine.load(Settings(target=str(never_gguf), draft="none", ctx=2048)) as eng:
+    with Engine.load(Settings(target=str(never_gguf), draft="none", ctx=2048, threads=1)) as eng:
         assert long_server.response(second)["result"]["text"] == expected(eng, "import os\n", max_tokens=6)
         events = eng.chat([ChatMessage("user", "hi")], max_tokens=6)
         assert long_server.response(third)["result"]["text"] == "".join(
