@@ -26,7 +26,7 @@ from ds4spec.server import PROTOCOL_VERSION, rpc
 from ds4spec.server.counters import Counters
 from ds4spec.server.framing import FrameWriter
 from ds4spec.server.jobs import Job, Outcome, run_job
-from ds4spec.server.params import STOP_AT, cancel_target, chat_params, complete_params
+from ds4spec.server.params import STOP_AT, CompleteParams, cancel_target, chat_params, complete_params
 from ds4spec.server.rpc import Request, RequestId, RpcError
 
 log = logging.getLogger("ds4spec.server")
@@ -109,6 +109,10 @@ class Service:
 
     def _generate(self, req: Request) -> Any:
         params = complete_params(req.params) if req.method == "complete" else chat_params(req.params)
+        if isinstance(params, CompleteParams):
+            log.debug("complete %r: %s, %d characters before the cursor, %s after, document %r", req.id,
+                      params.language or "no language", len(params.prefix),
+                      "none" if params.suffix is None else len(params.suffix), params.document)
         job = Job(req.id, params)
         with self._cond:
             if any(j.request_id == req.id for j in self._in_flight()):

@@ -28,6 +28,7 @@ local state = {
   info = nil, -- the initialize result
   suggestion = nil, -- {buf, row, col, text, id, done}
   timer = nil, -- the debounce timer, reused
+  start_failed = false,
 }
 
 local function notify(msg, level)
@@ -36,11 +37,12 @@ end
 
 -- Server ---------------------------------------------------------------------------------------------------
 
+-- Starts the server unless it runs; returns the client, or nil (said once) when the command cannot start.
 function M.start()
   if state.client and state.client:running() then
     return state.client
   end
-  state.client = rpc.start(M.config.cmd, {
+  local ok, client = pcall(rpc.start, M.config.cmd, {
     on_exit = function(code, stderr)
       state.client = nil
       if code ~= 0 then
@@ -48,6 +50,14 @@ function M.start()
       end
     end,
   })
+  if not ok then
+    if not state.start_failed then
+      notify(tostring(client), vim.log.levels.ERROR)
+    end
+    state.start_failed = true -- said once; :Ds4specStart tries again
+    return nil
+  end
+  state.client, state.start_failed = client, false
   state.client:request("initialize", { clientInfo = { name = "ds4spec.nvim" } }, function(err, result)
     if err then
       notify(err.message, vim.log.levels.ERROR)
@@ -66,7 +76,11 @@ function M.stop(wait)
 end
 
 function M.stats(callback)
-  M.start():request("stats", nil, function(err, result)
+  local client = M.start()
+  if not client then
+    return
+  end
+  client:request("stats", nil, function(err, result)
     if callback then
       callback(err, result)
     elseif err then
@@ -165,7 +179,12 @@ function M.complete()
   if M.config.stop_at then
     params.stop_at = M.config.stop_at
   end
-  s.id = M.start():request("complete", params, function(err, result)
+  local client = M.start()
+  if not client then
+    state.suggestion = nil
+    return nil
+  end
+  s.id = client:request("complete", params, function(err, result)
     if state.suggestion ~= s then
       return -- superseded or dismissed
     end
@@ -228,6 +247,10 @@ function M.chat(question, first, last)
   local lines = api.nvim_buf_get_lines(src, (first or 1) - 1, last or -1, false)
   question = (question and question ~= "") and question or "Explain this code."
   local content = question .. "\n\n" .. table.concat(lines, "\n") .. "\n"
+  local client = M.start()
+  if not client then
+    return nil
+  end
   local buf = chat_buffer()
   local reply = ""
   local function show(text)
@@ -235,7 +258,7 @@ function M.chat(question, first, last)
       api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, "\n", { plain = true }))
     end
   end
-  local id = M.start():request("chat", {
+  local id = client:request("chat", {
     messages = { { role = "user", content = content } },
     max_tokens = M.config.chat_max_tokens,
   }, function(err, result)
@@ -261,7 +284,10 @@ function M.setup(opts)
   end
   local group = api.nvim_create_augroup("ds4spec", { clear = true })
   local cmd = api.nvim_create_user_command
-  cmd("Ds4specStart", function() M.start() end, {})
+  cmd("Ds4specStart", function()
+    state.start_failed = false
+    M.start()
+  end, {})
   cmd("Ds4specStop", function() M.stop() end, {})
   cmd("Ds4specComplete", function() M.complete() end, {})
   cmd("Ds4specAccept", function() M.accept() end, {})
