@@ -22,13 +22,15 @@ from abc import ABC, abstractmethod
 from ds4spec.drafters.base import DraftContext
 
 EMA = 0.25  # weight of a new measurement
+OUTLIER = 3.0  # a measurement above this many times the estimate counts as this many (a scheduler stall)
+PLAIN_REFRESH = 64  # cycles between plain steps at most, so that a plain step's cost never goes stale
 # Before a length is measured, assume each drafted token adds this many plain steps to a cycle (the measured
 # verify cost alone is 0.4 to 0.7 per token on a 2-core CPU; a GPU is far cheaper and corrects it quickly).
 PRIOR_COST_PER_DRAFTED_TOKEN = 0.5
 
 
 def _ema(old: float | None, new: float) -> float:
-    return new if old is None else (1 - EMA) * old + EMA * new
+    return new if old is None else (1 - EMA) * old + EMA * min(new, OUTLIER * old)
 
 
 class CycleCosts:
@@ -36,9 +38,16 @@ class CycleCosts:
 
     def __init__(self) -> None:
         self._seconds: dict[int, float] = {}
+        self._since_plain = 0
 
     def observe(self, k: int, seconds: float) -> None:
         self._seconds[k] = _ema(self._seconds.get(k), seconds)
+        self._since_plain = 0 if k == 0 else self._since_plain + 1
+
+    def plain_is_stale(self) -> bool:
+        """Whether a plain step is due: every cost is judged against it, and a stall measured once would
+        otherwise make drafting look cheap for as long as the gate keeps drafting."""
+        return self._since_plain >= PLAIN_REFRESH
 
     def measured(self, k: int) -> bool:
         return k in self._seconds
@@ -158,6 +167,8 @@ class GatedPolicy(DraftPolicy):
     def draft_length(self) -> int:
         if not self.costs.measured(0):
             return 0  # the first cycle measures a plain step: the yardstick for everything else
+        if self.costs.plain_is_stale():
+            return 0
         measured = [k for k in self.candidates if self.costs.measured(k)]
         if not measured:
             return self.candidates[0] if self.candidates else 0

@@ -31,6 +31,9 @@ class SourceCosts:
     def plain_step(self) -> float | None:
         return self.tables[SOURCES[0]].plain_step()
 
+    def plain_is_stale(self) -> bool:
+        return any(table.plain_is_stale() for table in self.tables.values())
+
     def observe_plain(self, seconds: float) -> None:
         for table in self.tables.values():
             table.observe(0, seconds)
@@ -97,7 +100,7 @@ class TriggerPolicy(DraftPolicy):
 
     def _choose(self, model: EventModel) -> tuple[int, str]:
         plain = self.learning.costs.plain_step()
-        if plain is None or self.draft_max <= 0:
+        if plain is None or self.draft_max <= 0 or self.learning.costs.plain_is_stale():
             return 0, "any"  # the first cycle measures a plain step: the yardstick for everything else
         allowed = [s for s in _CHOICE_SOURCES[model.rule.drafter] if s in self.sources] or list(self.sources)
         untried = [s for s in allowed if model.attempts[s] == 0]

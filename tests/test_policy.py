@@ -68,3 +68,24 @@ def test_acceptance_follows_recent_outcomes() -> None:
     for _ in range(100):
         model.observe(4, 0)
     assert high > 0.95 and model.alpha < 0.25  # a memory of about 30 cycles
+
+
+def test_a_plain_step_is_taken_now_and_then_so_its_cost_never_goes_stale() -> None:
+    """A stall measured during a plain step would make drafts look cheap for as long as the gate drafts."""
+    from ds4spec.policy import PLAIN_REFRESH
+
+    policy = GatedPolicy(4)
+    policy.observe(0, 0, 0, 1.0)
+    plain_steps = 0
+    for _ in range(4 * PLAIN_REFRESH):
+        k = policy.draft_length()
+        plain_steps += k == 0
+        policy.observe(k, k, k, 1.0 + 0.1 * k)  # every draft is accepted: drafting pays
+    assert 3 <= plain_steps <= 8
+
+
+def test_one_stall_moves_a_measured_cost_by_a_bounded_amount() -> None:
+    costs = CycleCosts()
+    costs.observe(0, 0.04)
+    costs.observe(0, 0.3)  # the scheduler took the CPU away for a moment
+    assert costs.plain_step() is not None and costs.plain_step() < 0.07
