@@ -128,6 +128,9 @@ class Engine:
         return Prompt(tokens, DraftContext(messages=tuple(messages)), "markdown")
 
     def check_fits(self, tokens: Sequence[int]) -> None:
+        if not tokens:
+            # A model that adds no start token turns an empty text into no tokens: nothing to predict from.
+            raise InputError("the prompt is empty and the model adds no start token: there is nothing to continue")
         n_ctx = self.target.n_ctx
         if len(tokens) >= n_ctx:
             raise InputError(

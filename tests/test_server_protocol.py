@@ -281,7 +281,7 @@ def test_a_prompt_longer_than_the_context_is_an_input_error(tiny_bpe_gguf: Path)
 
 def test_an_empty_prefix_without_a_start_token_is_an_input_error(server: Server) -> None:
     # The tiny BPE model adds no BOS, so "" is no tokens at all (found by the fuzz test).
-    assert "prefix is empty" in error_of(server.call("complete", {"prefix": ""}), -32002)["message"]
+    assert "prompt is empty" in error_of(server.call("complete", {"prefix": ""}), -32002)["message"]
     assert "result" in server.call("complete", {"prefix": "", "suffix": "x", "max_tokens": 2})  # FIM has tokens
 
 

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ds4spec.engine import Engine
-from ds4spec.errors import InputError
 from ds4spec.events import Finished, FinishReason, TextChunk
 from ds4spec.server.params import ChatParams, CompleteParams
 from ds4spec.server.rpc import RequestId
@@ -53,14 +52,11 @@ def run_job(engine: Engine, job: Job, partial: Callable[[str], None]) -> Outcome
     """
     params = job.params
     if isinstance(params, CompleteParams):
-        prompt = engine.completion_prompt(params.prefix, params.suffix)
+        prompt = engine.completion_prompt(params.prefix, params.suffix, params.language)
         stopper = Stopper(params.stop_at, params.prefix[params.prefix.rfind("\n") + 1:])
     else:
         prompt = engine.chat_prompt(params.messages)
         stopper = Stopper(None)
-    if not prompt.tokens:
-        # A model that adds no BOS turns an empty prefix into no tokens at all: nothing to predict from.
-        raise InputError("the prefix is empty and the model adds no start token: there is nothing to continue")
     gen = params.generation
     events = engine.generate(prompt, max_tokens=gen.max_tokens, stop=gen.stop,
                              cancelled=lambda: job.cancel.is_set() or stopper.done)

@@ -31,7 +31,7 @@ class Generation:
 class CompleteParams:
     prefix: str
     suffix: str | None  # given: fill in the middle
-    language: str | None  # informational (logged with -v); the model sees only the text
+    language: str | None  # picks the trigger rules (a name, fence tag or file name); the model sees only text
     document: str | None  # a newer complete for the same document supersedes an older one
     stop_at: str | None  # "line", "block" or None
     generation: Generation
