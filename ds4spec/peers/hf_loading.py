@@ -52,7 +52,8 @@ def load_hf_model(source: Path, threads: int | None = None) -> HfModel:
 
     from ds4spec.llama_runtime import default_threads
 
-    hf_logging.disable_progress_bar()  # its de-quantisation bars would bury the bench's own lines
+    # Its loading bars would bury the bench's own lines (the GGUF de-quantisation bar is plain tqdm and stays).
+    hf_logging.disable_progress_bar()
     device, dtype = _device_and_dtype()
     if device.type == "cpu":
         torch.set_num_threads(threads or default_threads())
