@@ -53,7 +53,7 @@ def _grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence
             ax.bar_label(bars, labels=list(notes[label]), fontsize="x-small", padding=2)
     many = len(groups) > 6  # trigger events: long names side by side would overlap
     ax.set_xticks(range(len(groups)), list(groups), rotation=30 if many else 0, ha="right" if many else "center")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the bars, never on them
 
 
 def _tokens_per_second(ax: Axes, report: Report) -> None:
