@@ -24,13 +24,14 @@ from ds4spec.bench_systems import print_systems, result_of, system_rows
 from ds4spec.cli_options import add_model_options, add_speculation_options, settings_from_args
 from ds4spec.config import Settings
 from ds4spec.decode import GenerationRequest, generate_plain
-from ds4spec.errors import Ds4Error
+from ds4spec.errors import Ds4Error, UsageError
 from ds4spec.events import CycleReport, Finished
 from ds4spec.loading import check_settings, drafter_spec, load_target, spec_settings
 from ds4spec.peers import PEER_KEYS, PeerSetup, build_peer_groups, parse_peers
 from ds4spec.peers.base import TargetVocab
 from ds4spec.sampling import SamplingSettings
 from ds4spec.speculative import generate_speculative
+from ds4spec.stats import EventCounts
 from ds4spec.target import LlamaTarget
 from ds4spec.workloads import WORKLOADS, Task, load_tasks
 
@@ -55,6 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "lookup, hybrid and triggers)")
     g.add_argument("--fixed", action="store_true", help="draft exactly --draft-max tokens every cycle "
                    "instead of letting the gate choose")
+    g.add_argument("--sweep", metavar="N,N,...", help="add fixed-N modes (the hybrid drafter drafting exactly N "
+                   "tokens every cycle), e.g. 1,2,4,8: what triggers are compared with")
     g.add_argument("--out", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
     g.add_argument("--peers", metavar="LIST", help="also run other systems on the same target file and prompts: "
                    f"all, or a comma-separated list of {', '.join(PEER_KEYS)} (llama: llama.cpp plain decoding, "
@@ -80,6 +83,7 @@ class Tally:
     failures: int = 0
     accepted_lengths: Counter[int] = field(default_factory=Counter)  # verify passes with a draft, by accepted
     events: dict[str, dict[str, int]] = field(default_factory=dict)  # trigger event -> passes, drafted, accepted
+    event_counts: dict[str, EventCounts] = field(default_factory=dict)  # every cycle, drafted or not, per event
 
     def add_cycles(self, cycles: list[CycleReport]) -> None:
         for c in cycles:
@@ -103,6 +107,8 @@ class Tally:
         self.identical += identical
         self.runs += 1
         self.failures += s.drafter_failures
+        for name, counts in s.events.items():
+            self.event_counts.setdefault(name, EventCounts()).merge(counts)
 
     def row(self, plain_rate: float) -> dict[str, float | int | bool]:
         rate = self.tokens / self.seconds if self.seconds else 0.0
@@ -119,6 +125,9 @@ class Tally:
             "runs": self.runs,
             "all_identical": self.identical == self.runs,
             "drafter_failures": self.failures,
+            "events": {name: {"cycles": c.cycles, "passes": c.verify_passes_with_draft, "drafted": c.drafted_tokens,
+                              "accepted": c.accepted_tokens}
+                       for name, c in sorted(self.event_counts.items(), key=lambda kv: -kv[1].cycles)},
         }
 
 
@@ -137,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
     check_settings(settings)
     workloads = args.workload or list(WORKLOADS)
     modes = args.mode or ([args.draft] if args.draft else list(DEFAULT_MODES))
+    if args.sweep:
+        modes = [*modes, *_sweep_modes(args.sweep)]
     peer_keys = parse_peers(args.peers) if args.peers else ()  # a bad list fails before any model loads
     report = Report(settings={
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
@@ -191,6 +202,16 @@ def _run_peers(settings: Settings, target_path: Path, keys: tuple[str, ...],
         setup = PeerSetup(target_path, vocab.tokenizer, settings.ctx, settings.batch, settings.threads,
                           settings.gpu_layers, drafter, problem)
         return run_peer_groups(build_peer_groups(keys, setup), tasks, settings.max_tokens)
+
+
+def _sweep_modes(text: str) -> list[str]:
+    try:
+        lengths = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--sweep takes whole numbers separated by commas, got {text!r}") from None
+    if not lengths or min(lengths) < 1:
+        raise UsageError(f"--sweep lengths must be at least 1, got {text!r}")
+    return [f"fixed-{n}" for n in lengths]
 
 
 def _warm_up(target: LlamaTarget) -> None:
@@ -257,8 +278,26 @@ def _print(report: Report) -> None:
               f"{'' if plain else format(r['draft_share'], '.0%'):>6} "
               f"{'' if plain else format(r['verify_share'], '.0%'):>7} "
               f"{'' if plain else str(r['identical']) + '/' + str(r['runs']):>9}")
+    _print_events(report)
     drafters = report.settings.get("drafters", {})
     print(f"target {report.settings.get('target')}; drafters {drafters}; greedy, {report.settings['max_tokens']} "
           f"tokens, {report.settings['limit']} prompts per workload")
 
 
+
+
+def _print_events(report: Report) -> None:
+    """Per trigger event: cycles begun there, drafts verified, and their acceptance."""
+    rows = [r for r in report.rows if r.get("events")]
+    if not rows:
+        return
+    print()
+    print(f"{'workload':<10} {'mode':<8} {'event':<24} {'cycles':>6} {'drafts':>6} {'drafted':>7} {'accept':>6} "
+          f"{'acc/pass':>8}")
+    for r in rows:
+        events: dict[str, dict[str, int]] = r["events"]  # type: ignore[assignment]
+        for name, c in events.items():
+            accept = format(c["accepted"] / c["drafted"], ".0%") if c["drafted"] else ""
+            per_pass = format(c["accepted"] / c["passes"], ".2f") if c["passes"] else ""
+            print(f"{r['workload']:<10} {r['mode']:<8} {name:<24} {c['cycles']:>6} {c['passes']:>6} "
+                  f"{c['drafted']:>7} {accept:>6} {per_pass:>8}")

@@ -2,8 +2,9 @@
 
 A mode is the settings it changes (which drafter, triggers on or off). What follows from them is the same
 code as everywhere else: ``load_drafter`` builds the drafter, ``load_rules`` the trigger rules, and with
-rules the draft length comes from ``TriggerPolicy`` (learning across the bench's prompts, as an engine
-learns across a session), without them from the gate. Any other mode name is a drafter for ``--draft``.
+rules the draft length comes from ``TriggerPolicy``, without them from the gate (both learning across the
+bench's prompts, as an engine learns across a session). ``fixed-N`` drafts N tokens with the hybrid drafter
+every cycle: a sweep of them is what triggers are measured against. Any other mode name is a drafter.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ds4spec.config import Settings
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.errors import UsageError
 from ds4spec.loading import load_drafter, load_rules
-from ds4spec.policy import DraftPolicy, FixedLength
+from ds4spec.policy import AcceptanceModel, CycleCosts, DraftPolicy, FixedLength, GatedPolicy
 from ds4spec.trigger_policy import TriggerLearning, TriggerPolicy
 from ds4spec.trigger_rules import RuleBook
 from ds4spec.workloads import Task
@@ -29,8 +30,25 @@ MODE_SETTINGS: dict[str, dict[str, object]] = {
 _SETTING_NAMES = {f.name for f in fields(Settings)}
 
 
+FIXED_PREFIX = "fixed-"  # fixed-N: the hybrid drafter drafting exactly N tokens every cycle (a sweep's point)
+
+
+def fixed_length(mode: str) -> int | None:
+    """N for a ``fixed-N`` mode, else None."""
+    if not mode.startswith(FIXED_PREFIX):
+        return None
+    try:
+        n = int(mode[len(FIXED_PREFIX):])
+    except ValueError:
+        raise UsageError(f"--mode {mode!r}: a fixed length is fixed-N with N a whole number") from None
+    if n < 1:
+        raise UsageError(f"--mode {mode!r}: N must be at least 1")
+    return n
+
+
 def mode_settings(settings: Settings, mode: str) -> Settings:
-    changes = MODE_SETTINGS.get(mode, {"draft": mode, "triggers": False})
+    default = {"draft": "hybrid", "triggers": False} if fixed_length(mode) else {"draft": mode, "triggers": False}
+    changes = MODE_SETTINGS.get(mode, default)
     # Only the fields this Settings has: a mode entry may name a setting that a branch does not have yet.
     return replace(settings, **{k: v for k, v in changes.items() if k in _SETTING_NAMES})  # type: ignore[arg-type]
 
@@ -49,16 +67,22 @@ class ModePlan:
     settings: Settings
     drafter: GuardedDrafter
     rules: RuleBook | None
+    fixed: int | None = None  # fixed-N modes
     learning: TriggerLearning = field(default_factory=TriggerLearning)
+    gate_costs: CycleCosts = field(default_factory=CycleCosts)
+    gate_acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
 
-    def policy(self, task: Task, fixed: bool) -> DraftPolicy | None:
-        """``--fixed``: always ``--draft-max``; triggers: per event; else None (the gate, fresh per prompt)."""
+    def policy(self, task: Task, fixed: bool) -> DraftPolicy:
+        """fixed-N: always N; ``--fixed``: always ``--draft-max``; triggers: per event; else the gate. Triggers
+        and the gate learn across the bench's prompts, as an engine learns across a session."""
+        if self.fixed:
+            return FixedLength(self.fixed)
         if fixed:
             return FixedLength(self.settings.draft_max)
         if self.rules is not None:
             return TriggerPolicy(self.rules, task_language(task), self.settings.draft_max, self.drafter.sources,
                                  self.learning)
-        return None
+        return GatedPolicy(self.settings.draft_max, self.gate_costs, self.gate_acceptance)
 
 
 def load_mode(settings: Settings, mode: str) -> ModePlan:
@@ -67,4 +91,4 @@ def load_mode(settings: Settings, mode: str) -> ModePlan:
     drafter = load_drafter(chosen)
     if drafter is None:
         raise UsageError(f"--mode {mode!r} has no drafter to compare with plain decoding")
-    return ModePlan(mode, chosen, drafter, rules)
+    return ModePlan(mode, chosen, drafter, rules, fixed_length(mode))
