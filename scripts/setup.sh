@@ -110,21 +110,26 @@ install_all() {
 # The editor-client test drives a headless Neovim. Install it where apt-get can (quietly, as root or with
 # password-less sudo); never fail the set-up over it: without nvim that test is skipped and says why.
 install_test_tools() {
-    command -v nvim >/dev/null 2>&1 && return 0
+    # Real terminals and real editors for the client tests: tmux (chat), Neovim and Vim (editor clients).
+    local missing=() cmd
+    for cmd in tmux:tmux nvim:neovim vim:vim; do
+        command -v "${cmd%%:*}" >/dev/null 2>&1 || missing+=("${cmd##*:}")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && return 0
     local sudo=""
     if ! command -v apt-get >/dev/null 2>&1; then
-        say "nvim not found and no apt-get: the Neovim client test will be skipped"; return 0
+        say "${missing[*]} not found and no apt-get: the tests that need them will be skipped"; return 0
     fi
     if [[ "$(id -u)" != 0 ]]; then
         if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; else
-            say "nvim not found and apt-get needs root: the Neovim client test will be skipped"; return 0
+            say "${missing[*]} not found and apt-get needs root: the tests that need them will be skipped"; return 0
         fi
     fi
-    say "installing neovim (apt-get) for the editor-client test"
+    say "installing ${missing[*]} (apt-get) for the terminal and editor-client tests"
     export DEBIAN_FRONTEND=noninteractive
-    if ! { $sudo apt-get install -y -qq neovim || { $sudo apt-get update -qq && $sudo apt-get install -y -qq neovim; }; } \
+    if ! { $sudo apt-get install -y -qq "${missing[@]}" || { $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}"; }; } \
             >/dev/null 2>&1; then
-        say "could not install neovim: the Neovim client test will be skipped"
+        say "could not install ${missing[*]}: the tests that need them will be skipped"
     fi
     return 0
 }
