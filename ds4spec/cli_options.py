@@ -38,6 +38,8 @@ def add_speculation_options(parser: argparse.ArgumentParser) -> None:
                    "prompt included (default 32)")
     g.add_argument("--draft-deadline", type=float, metavar="S", help="a drafter slower than S seconds for one "
                    "draft is benched for the rest of the generation (default 2)")
+    g.add_argument("--draft-threads", type=int, metavar="N", help="CPU threads of a llama.cpp drafter (default 1: "
+                   "a drafter's idle threads spin and slow the target's next steps by a fifth on 2 cores)")
     g.add_argument("--no-triggers", dest="triggers", action="store_const", const=False, help="let one gate "
                    "choose draft lengths instead of syntax-event triggers (triggers are on by default)")
     g.add_argument("--triggers", dest="trigger_files", action="append", metavar="PATH", help="a trigger rule "
@@ -67,7 +69,7 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 _SETTING_FLAGS = (
     "target", "ctx", "threads", "gpu_layers", "batch", "max_tokens", "temperature", "top_k", "top_p", "min_p",
     "repeat_penalty", "seed", "stop", "pair", "draft", "draft_max", "draft_backend", "p_min", "warmup",
-    "draft_deadline", "triggers", "trigger_files", "language",
+    "draft_deadline", "draft_threads", "triggers", "trigger_files", "language",
 )
 
 

@@ -31,6 +31,8 @@ def check_settings(settings: Settings) -> None:
         raise UsageError(f"--p-min must be between 0 and 1, got {settings.p_min}")
     if settings.draft_backend not in (None, "llama", "torch"):
         raise UsageError(f"--draft-backend must be llama or torch, got {settings.draft_backend!r}")
+    if settings.draft_threads is not None and settings.draft_threads < 1:
+        raise UsageError(f"--draft-threads must be at least 1, got {settings.draft_threads}")
     if settings.draft_deadline <= 0:
         raise UsageError(f"--draft-deadline must be positive, got {settings.draft_deadline}")
     try:
@@ -69,6 +71,7 @@ def drafter_spec(settings: Settings) -> DrafterSpec:
         n_ctx=settings.ctx,
         threads=settings.threads,
         gpu_layers=settings.gpu_layers,
+        llama_threads=settings.draft_threads,
     )
 
 

@@ -18,16 +18,15 @@ from collections.abc import Iterator
 from ds4spec.cli_options import add_model_options, add_sampling_options, add_speculation_options, settings_from_args
 from ds4spec.conversation import Conversation
 from ds4spec.engine import Engine
-from ds4spec.errors import Ds4Error, InputError, UsageError
+from ds4spec.errors import Ds4Error, InputError
 from ds4spec.events import Event, Finished, FinishReason, TextChunk
 from ds4spec.loading import check_settings
 from ds4spec.repl_input import Reader
 from ds4spec.repl_render import StreamRenderer, Terminal, visible
-from ds4spec.sessions import SessionInfo, SessionStore
+from ds4spec.sessions import SessionInfo, SessionStore, add_session_options, session_to_resume
 from ds4spec.slash import CommandResult, is_command, run_command
 from ds4spec.stats_text import answer_line
 
-LATEST = -1  # --resume without an id
 RESUME_SHOWS = 10  # messages of a resumed session printed before the prompt
 
 
@@ -41,10 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_options(p)
     add_speculation_options(p)
     add_sampling_options(p)
-    g = p.add_argument_group("sessions")
-    g.add_argument("--resume", nargs="?", type=int, const=LATEST, metavar="ID",
-                   help="continue session ID (default: the latest one)")
-    g.add_argument("--sessions", action="store_true", help="list the saved sessions and exit")
+    add_session_options(p)
     p.set_defaults(func=run)
 
 
@@ -59,25 +55,12 @@ def run(args: argparse.Namespace) -> int:
         if args.sessions:
             _list_sessions(store.sessions())
             return 0
-        session_id = _session_to_resume(store, args.resume)
+        session_id = session_to_resume(store, args.resume, "repl")
         with Engine.load(settings) as engine:
             conv = Conversation(engine, store, session_id)
             return Repl(conv, term).loop()
     finally:
         store.close()
-
-
-def _session_to_resume(store: SessionStore, resume: int | None) -> int | None:
-    if resume is None:
-        return None
-    if resume == LATEST:
-        latest = store.latest()
-        if latest is None:
-            raise UsageError("there is no saved session to resume")
-        return latest
-    if not store.exists(resume):
-        raise UsageError(f"there is no session {resume}; `ds4spec repl --sessions` lists them")
-    return resume
 
 
 def _list_sessions(sessions: list[SessionInfo]) -> None:

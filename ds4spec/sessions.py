@@ -13,6 +13,7 @@ serialises the calls.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sqlite3
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ds4spec.errors import InputError
 from ds4spec.paths import data_dir
 
 STATUSES = ("done", "streaming", "cancelled", "error")
@@ -206,3 +208,28 @@ def _check_status(status: str) -> None:
 def create_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(_SCHEMA)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+LATEST = 0  # ``--resume`` without an ID (session IDs start at 1)
+
+
+def add_session_options(parser: argparse.ArgumentParser) -> None:
+    """``--resume [ID]`` and ``--sessions``, shared by ``chat`` and ``repl``."""
+    g = parser.add_argument_group("sessions")
+    g.add_argument("--resume", nargs="?", const=LATEST, type=int, metavar="ID",
+                   help="reopen session ID (without ID: the most recent one)")
+    g.add_argument("--sessions", action="store_true", help="list the stored sessions, newest first, and exit")
+
+
+def session_to_resume(store: SessionStore, resume: int | None, command: str) -> int | None:
+    """The session to open: None for a new one, the latest for ``--resume`` alone, else the one named."""
+    if resume is None:
+        return None
+    if resume == LATEST:
+        latest = store.latest()
+        if latest is None:
+            raise InputError(f"there is no stored session to resume yet; start one with `ds4spec {command}`")
+        return latest
+    if not store.exists(resume):
+        raise InputError(f"there is no session {resume}; `ds4spec {command} --sessions` lists them")
+    return resume

@@ -107,16 +107,15 @@ class TriggerPolicy(DraftPolicy):
         if model.rule.length > 0 and untried:
             return min(model.rule.length, self.draft_max), self._ask(untried)  # the rule's prior, tried first
         best_rate, best = 1.0 / plain, (0, "any")
-        paying: list[str] = []
         for source in (s for s in allowed if model.attempts[s]):
             k, rate = self._best_length(model, source)
-            if rate > 1.0 / plain:
-                paying.append(source)
             if rate > best_rate:
                 best_rate, best = rate, (k, source)
         if best[0] > 0:
+            # Only the best source: with "any", a model would be asked for the length that suits lookup
+            # whenever lookup has no match (measured on edits: 18% of the time drafting, against 0% for lookup).
             model.idle = 0
-            return best[0], self._ask(paying)
+            return best[0], self._ask([best[1]])
         model.idle += 1
         if model.idle >= model.probe_after:
             model.idle = 0
@@ -126,7 +125,7 @@ class TriggerPolicy(DraftPolicy):
         return 0, "any"
 
     def _ask(self, sources: list[str]) -> str:
-        """One source when only one pays (or is untried); ``any`` lets a hybrid try lookup, then the model."""
+        """One source when one is named; ``any`` (both untried) lets a hybrid try lookup, then the model."""
         return sources[0] if len(sources) == 1 and len(self.sources) > 1 else "any"
 
     def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:

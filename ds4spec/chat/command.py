@@ -6,11 +6,9 @@ import argparse
 import sys
 
 from ds4spec.cli_options import add_model_options, add_sampling_options, add_speculation_options, settings_from_args
-from ds4spec.errors import InputError, UsageError
+from ds4spec.errors import UsageError
 from ds4spec.loading import check_settings
-from ds4spec.sessions import SessionStore
-
-LATEST = 0  # --resume without an ID
+from ds4spec.sessions import SessionStore, add_session_options, session_to_resume
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,25 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_options(p)
     add_speculation_options(p)
     add_sampling_options(p)
-    g = p.add_argument_group("sessions")
-    g.add_argument("--resume", nargs="?", const=LATEST, type=int, metavar="ID",
-                   help="reopen session ID (without ID: the most recent one)")
-    g.add_argument("--sessions", action="store_true", help="list the stored sessions, newest first, and exit")
+    add_session_options(p)
     p.set_defaults(func=run)
-
-
-def resume_id(store: SessionStore, resume: int | None) -> int | None:
-    """The session to open: None for a new one, the latest for ``--resume`` alone, else the one named."""
-    if resume is None:
-        return None
-    if resume == LATEST:
-        latest = store.latest()
-        if latest is None:
-            raise InputError("there is no stored session to resume yet; start one with `ds4spec chat`")
-        return latest
-    if not store.exists(resume):
-        raise InputError(f"there is no session {resume}; `ds4spec chat --sessions` lists them")
-    return resume
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             for info in store.sessions():
                 print(session_line(info))
             return 0
-        session_id = resume_id(store, args.resume)
+        session_id = session_to_resume(store, args.resume, "chat")
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError("chat needs a terminal; in scripts use `ds4spec complete`")
         from ds4spec.chat.app import ChatApp  # Textual is imported only when the interface really starts
