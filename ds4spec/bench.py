@@ -82,18 +82,20 @@ class Tally:
     runs: int = 0
     failures: int = 0
     accepted_lengths: Counter[int] = field(default_factory=Counter)  # verify passes with a draft, by accepted
-    events: dict[str, dict[str, int]] = field(default_factory=dict)  # trigger event -> passes, drafted, accepted
     event_counts: dict[str, EventCounts] = field(default_factory=dict)  # every cycle, drafted or not, per event
 
     def add_cycles(self, cycles: list[CycleReport]) -> None:
         for c in cycles:
-            if not c.drafted:
-                continue
-            self.accepted_lengths[c.accepted] += 1
-            n = self.events.setdefault(c.event, {"passes": 0, "drafted": 0, "accepted": 0})
-            n["passes"] += 1
-            n["drafted"] += c.drafted
-            n["accepted"] += c.accepted
+            if c.drafted:
+                self.accepted_lengths[c.accepted] += 1
+
+    def drafts_by_event(self) -> dict[str, dict[str, int]]:
+        """Verify passes with a draft, drafted and accepted tokens per trigger event, for the charts; a mode
+        without triggers has one event, ""."""
+        if not self.event_counts:
+            return {"": {"passes": self.passes_with_draft, "drafted": self.drafted, "accepted": self.accepted}}
+        return {name: {"passes": c.verify_passes_with_draft, "drafted": c.drafted_tokens, "accepted": c.accepted_tokens}
+                for name, c in self.event_counts.items()}
 
     def add(self, finished: Finished, identical: bool) -> None:
         s = finished.stats
@@ -256,7 +258,7 @@ def _run_workload(target: LlamaTarget, plans: dict[str, ModePlan], settings: Set
     for mode, tally in tallies.items():
         report.rows.append({"workload": workload, "mode": mode, **tally.row(float(plain_rate))})
         if mode != "plain":
-            report.cycles.append({"workload": workload, "mode": mode, "events": tally.events,
+            report.cycles.append({"workload": workload, "mode": mode, "events": tally.drafts_by_event(),
                                   "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
 
 
