@@ -33,6 +33,7 @@ from ds4spec.sampling import SamplingSettings
 from ds4spec.speculative import generate_speculative
 from ds4spec.stats import EventCounts
 from ds4spec.target import LlamaTarget
+from ds4spec.verify_profile import profile_for
 from ds4spec.workloads import WORKLOADS, Task, load_tasks
 
 
@@ -162,8 +163,10 @@ def run(args: argparse.Namespace) -> int:
     systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
     tasks: list[BenchTask] = []
     try:
+        profile = profile_for(target)
+        report.settings["verify_profile"] = {str(n): round(profile.ratio(n - 1), 3) for n in sorted(profile.spans)}
         for mode in modes:
-            plans[mode] = load_mode(settings, mode)
+            plans[mode] = load_mode(settings, mode, profile)
         report.settings["target"] = target.name
         report.settings["target_file"] = str(target.path)
         report.settings["gpu_layers"] = target.n_gpu_layers

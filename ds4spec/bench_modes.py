@@ -18,6 +18,7 @@ from ds4spec.loading import load_drafter, load_rules
 from ds4spec.policy import AcceptanceModel, CycleCosts, DraftPolicy, FixedLength, GatedPolicy
 from ds4spec.trigger_policy import TriggerLearning, TriggerPolicy
 from ds4spec.trigger_rules import RuleBook
+from ds4spec.verify_profile import VerifyProfile
 from ds4spec.workloads import Task
 
 DEFAULT_MODES = ("pair", "lookup", "hybrid", "triggers")
@@ -68,9 +69,14 @@ class ModePlan:
     drafter: GuardedDrafter
     rules: RuleBook | None
     fixed: int | None = None  # fixed-N modes
-    learning: TriggerLearning = field(default_factory=TriggerLearning)
-    gate_costs: CycleCosts = field(default_factory=CycleCosts)
+    profile: VerifyProfile | None = None
+    learning: TriggerLearning = field(init=False)
+    gate_costs: CycleCosts = field(init=False)
     gate_acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
+
+    def __post_init__(self) -> None:
+        self.learning = TriggerLearning(self.profile)
+        self.gate_costs = CycleCosts(self.profile)
 
     def policy(self, task: Task, fixed: bool) -> DraftPolicy:
         """fixed-N: always N; ``--fixed``: always ``--draft-max``; triggers: per event; else the gate. Triggers
@@ -85,10 +91,10 @@ class ModePlan:
         return GatedPolicy(self.settings.draft_max, self.gate_costs, self.gate_acceptance)
 
 
-def load_mode(settings: Settings, mode: str) -> ModePlan:
+def load_mode(settings: Settings, mode: str, profile: VerifyProfile | None = None) -> ModePlan:
     chosen = mode_settings(settings, mode)
     rules = load_rules(chosen)  # a broken rule file fails before the drafter loads
     drafter = load_drafter(chosen)
     if drafter is None:
         raise UsageError(f"--mode {mode!r} has no drafter to compare with plain decoding")
-    return ModePlan(mode, chosen, drafter, rules, fixed_length(mode))
+    return ModePlan(mode, chosen, drafter, rules, fixed_length(mode), profile)

@@ -28,6 +28,7 @@ from ds4spec.target import LlamaTarget
 from ds4spec.tokenizer import LlamaTokenizer
 from ds4spec.trigger_policy import TriggerLearning, TriggerPolicy
 from ds4spec.trigger_rules import RuleBook
+from ds4spec.verify_profile import VerifyProfile, profile_for
 
 Cancelled = Callable[[], bool]
 
@@ -51,19 +52,22 @@ class Prompt:
 
 class Engine:
     def __init__(self, settings: Settings, target: LlamaTarget, drafter: GuardedDrafter | None,
-                 rules: RuleBook | None = None) -> None:
+                 rules: RuleBook | None = None, profile: VerifyProfile | None = None) -> None:
         self.settings = settings
         self.target = target
         self.drafter = drafter
         self.rules = rules  # trigger rules; None: one gate for every cycle
+        self.profile = profile  # the target's verify costs on this machine; measured once a drafter is loaded
         self.speculation = drafter is not None  # /spec on|off: a loaded drafter may be left idle
         self._lock = threading.Lock()
         self._forget()
 
     def _forget(self) -> None:
         """What policies learned about this drafter, kept across generations: a new drafter starts afresh."""
-        self._learning = TriggerLearning()
-        self._gate_costs = CycleCosts()
+        if self.drafter is not None and self.profile is None:
+            self.profile = profile_for(self.target)
+        self._learning = TriggerLearning(self.profile)
+        self._gate_costs = CycleCosts(self.profile)
         self._gate_acceptance = AcceptanceModel()
 
     @classmethod

@@ -1,31 +1,34 @@
 """How far to draft: measured cycle costs and acceptance, turned into the draft length with the best rate.
 
 A verify pass over several tokens costs more than one plain step on a CPU (measured on this project's
-2-core machines with Qwen2.5-Coder-1.5B Q4_K_M: spans of 2, 4, 8 and 16 tokens cost 1.6, 2.5, 5.7 and 6.5
-plain steps), and a model drafter costs time too, so a draft pays only when enough of it is accepted.
+2-core machines with Qwen2.5-Coder-1.5B Q4_K_M: spans of 2, 4, 8, 16 and 64 tokens cost 1.9, 3.3, 7.5, 9.1
+and 21 plain steps; ``ds4spec.verify_profile``), and a model drafter costs time too, so a draft pays only
+when enough of it is accepted.
 
-The gate measures, in this generation, the wall time of whole cycles for each draft length k (drafting,
-aligning, verifying, rolling back and bookkeeping: everything a cycle costs), and ``alpha``, the
-probability that a drafted token is accepted given the ones before it were. A draft of k tokens then
-yields ``E(k) = 1 + alpha + ... + alpha^k`` committed tokens per cycle (the accepted ones plus the
-target's own), so the expected rate is ``E(k) / cycle_cost(k)``; k = 0 is a plain step, ``E(0) = 1``.
-The policy measures a plain step first, then a draft of one token, and climbs to the next longer length
-only while the longest one tried is the best: exploring costs little, which matters in short answers. It
-drafts the measured length with the best expected rate, stops drafting where none beats a plain step, and
-probes again now and then (with back-off) so that it notices when the drafter becomes useful.
+The gate measures the wall time of whole cycles for each draft length k (drafting, aligning, verifying,
+rolling back and bookkeeping: everything a cycle costs), and ``alpha``, the probability that a drafted
+token is accepted given the ones before it were. A draft of k tokens then yields ``E(k) = 1 + alpha + ...
++ alpha^k`` committed tokens per cycle (the accepted ones plus the target's own), so the expected rate is
+``E(k) / cycle_cost(k)``; k = 0 is a plain step, ``E(0) = 1``. The policy measures a plain step first,
+then a draft of one token. With the machine's measured verify profile it then knows every length's cost
+and drafts the best one; without, it climbs to the next longer length only while the longest one tried is
+the best. It stops drafting where no length beats a plain step, and probes again now and then (with
+back-off) so that it notices when the drafter becomes useful.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 
 from ds4spec.drafters.base import DraftContext
+from ds4spec.verify_profile import VerifyProfile
 
 EMA = 0.25  # weight of a new measurement
 OUTLIER = 3.0  # a measurement above this many times the estimate counts as this many (a scheduler stall)
 PLAIN_REFRESH = 64  # cycles between plain steps at most, so that a plain step's cost never goes stale
-# Before a length is measured, assume each drafted token adds this many plain steps to a cycle (the measured
-# verify cost alone is 0.4 to 0.7 per token on a 2-core CPU; a GPU is far cheaper and corrects it quickly).
+# Before a length is measured, and without a measured VerifyProfile, assume each drafted token adds this many plain
+# steps to a cycle (the measured verify cost alone is 0.6 to 1.0 per token on a 2-core CPU; a GPU corrects it).
 PRIOR_COST_PER_DRAFTED_TOKEN = 0.5
 
 
@@ -34,15 +37,25 @@ def _ema(old: float | None, new: float) -> float:
 
 
 class CycleCosts:
-    """Seconds per cycle for each draft length, as measured; estimated for lengths not yet seen."""
+    """Seconds per cycle for each draft length, as measured; estimated for lengths not yet seen.
 
-    def __init__(self) -> None:
+    With a measured :class:`VerifyProfile`, the cost of every length is the profile's verify pass scaled by
+    the measured plain step, plus what drafting adds: a fixed part and a part per drafted token, fitted to
+    the cycles measured so far. The profile knows the shape of the curve (on a CPU: a jump at 8 tokens, a dip
+    at 16) that a few measured lengths cannot show. Without one, measured lengths are taken as they are and
+    the others interpolated, or extended with a prior cost per token.
+    """
+
+    def __init__(self, profile: VerifyProfile | None = None) -> None:
+        self.profile = profile or VerifyProfile.prior()
         self._seconds: dict[int, float] = {}
         self._since_plain = 0
+        self._fit: tuple[float, float] | None = None
 
     def observe(self, k: int, seconds: float) -> None:
         self._seconds[k] = _ema(self._seconds.get(k), seconds)
         self._since_plain = 0 if k == 0 else self._since_plain + 1
+        self._fit = None
 
     def plain_is_stale(self) -> bool:
         """Whether a plain step is due: every cost is judged against it, and a stall measured once would
@@ -56,6 +69,8 @@ class CycleCosts:
         return self._seconds.get(0)
 
     def cost(self, k: int) -> float:
+        if k > 0 and self.profile.measured:
+            return self._modelled(k)
         if k in self._seconds:
             return self._seconds[k]
         known = sorted(self._seconds)
@@ -68,6 +83,45 @@ class CycleCosts:
         if below:
             return self._seconds[below[-1]] + PRIOR_COST_PER_DRAFTED_TOKEN * step * (k - below[-1])
         return step * (1 + PRIOR_COST_PER_DRAFTED_TOKEN * k)
+
+    def drafting_cost(self) -> tuple[float, float]:
+        """(seconds per cycle, seconds per drafted token) that drafting adds to the profile's verify pass."""
+        if self._fit is None:
+            plain = self._seconds.get(0, 1.0)
+            points = [(k, s - plain * self.profile.ratio(k)) for k, s in self._seconds.items() if k > 0]
+            self._fit = _fit_line(points)
+        return self._fit
+
+    def _modelled(self, k: int) -> float:
+        plain = self._seconds.get(0, 1.0)
+        fixed, per_token = self.drafting_cost()
+        return max(plain * self.profile.ratio(k) + fixed + per_token * k, 0.5 * plain)
+
+
+def _fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least squares ``r = a + b k`` with ``b >= 0``; one point: all of it per token (or a saving, per cycle)."""
+    if not points:
+        return 0.0, 0.0
+    ks = {k for k, _ in points}
+    if len(ks) == 1:
+        k, r = points[0][0], sum(r for _, r in points) / len(points)
+        return (0.0, r / k) if r >= 0 else (r, 0.0)
+    mean_k = sum(k for k, _ in points) / len(points)
+    mean_r = sum(r for _, r in points) / len(points)
+    var = sum((k - mean_k) ** 2 for k, _ in points)
+    slope = max(sum((k - mean_k) * (r - mean_r) for k, r in points) / var, 0.0)
+    return mean_r - slope * mean_k, slope
+
+
+def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int]) -> tuple[int, float]:
+    """Among ``lengths``, the one with the best expected rate ``E(k) / cost(k)`` (the shorter on a tie), and
+    that rate; ``(0, 0.0)`` when ``lengths`` is empty."""
+    best, best_rate = 0, 0.0
+    for k in lengths:
+        rate = expected_tokens(alpha, k) / costs.cost(k)
+        if rate > best_rate:
+            best, best_rate = k, rate
+    return best, best_rate
 
 
 class AcceptanceModel:
@@ -172,12 +226,16 @@ class GatedPolicy(DraftPolicy):
         measured = [k for k in self.candidates if self.costs.measured(k)]
         if not measured:
             return self.candidates[0] if self.candidates else 0
-        best = max([0, *measured], key=lambda k: (self.expected_rate(k), -k))
+        if self.costs.profile.measured:  # every length's cost is known well enough: no need to climb
+            k, rate = best_length(self.costs, self.acceptance.alpha, range(1, self.draft_max + 1))
+            best = k if rate > self.expected_rate(0) else 0
+        else:
+            best = max([0, *measured], key=lambda k: (self.expected_rate(k), -k))
         if best > 0:
             self._idle = 0
             # Climb: while the longest length tried is the best, try the next longer one (once).
             longer = [k for k in self.candidates if k > best and not self.costs.measured(k)]
-            if best == measured[-1] and longer:
+            if best == measured[-1] and longer and not self.costs.profile.measured:
                 return longer[0]
             return best
         self._idle += 1

@@ -64,7 +64,7 @@ def generate_speculative(
     try:
         drafter.begin(context)
         cycle.policy.begin(context)
-        drafter.warm()  # the drafter reads its prompt while the target reads its own
+        drafter.warm()  # with cores to spare, the drafter reads its prompt while the target reads its own
         reason = yield from cycle.run(cancelled, clock)
     except KeyboardInterrupt:
         reason = FinishReason.CANCELLED
@@ -113,7 +113,7 @@ class _Cycle:
             if target.n_past >= target.n_ctx:
                 return FinishReason.CONTEXT
             start = time.perf_counter()
-            draft, requested, source, draft_seconds = self._draft(pending)
+            draft, requested, source, draft_seconds, sync_seconds = self._draft(pending)
             base = target.n_past
             t0 = time.perf_counter()
             target.checkpoint()
@@ -133,7 +133,7 @@ class _Cycle:
                 if reason:
                     return reason
             self._follow(self.tok.detokenize(committed))
-            spent = time.perf_counter() - start
+            spent = time.perf_counter() - start - sync_seconds  # a catch-up is no cost of this draft's length
             self.policy.observe(requested, len(draft), verdict.accepted, spent, source)
             pending = verdict.token
 
@@ -142,9 +142,9 @@ class _Cycle:
         self.drafter.extend(committed)
         self.policy.extend(committed)
 
-    def _draft(self, pending: int) -> tuple[list[int], int, str, float]:
+    def _draft(self, pending: int) -> tuple[list[int], int, str, float, float]:
         """Target tokens to verify after ``pending``, how many were asked for, the draft's source (``none``
-        when there was none) and the seconds it took."""
+        when there was none), the seconds it took, and how many of them the drafter spent catching up."""
         target = self.target
         room = min(
             target.n_ctx - target.n_past - 1,
@@ -152,10 +152,10 @@ class _Cycle:
             self.request.max_tokens - len(self.out.tokens),
         )
         if target.n_past + 1 < self.settings.warmup_tokens or not self.drafter.available:
-            return [], 0, "none", 0.0
+            return [], 0, "none", 0.0, 0.0
         k = min(self.policy.draft_length(), room)
         if k <= 0:
-            return [], 0, "none", 0.0
+            return [], 0, "none", 0.0, 0.0
         t0 = time.perf_counter()
         # The aligner drops a draft's unstable last word, so ask for a little more than k.
         want = math.ceil(k * self.drafter_tokens_per_target_token) + 2
@@ -168,7 +168,7 @@ class _Cycle:
             if draft and proposal.drafter_tokens:
                 ratio = proposal.drafter_tokens / len(draft)
                 self.drafter_tokens_per_target_token = 0.8 * self.drafter_tokens_per_target_token + 0.2 * ratio
-        return draft, k, proposal.source, time.perf_counter() - t0
+        return draft, k, proposal.source, time.perf_counter() - t0, proposal.sync_seconds
 
     def _verify(self, rows: np.ndarray, draft: list[int]) -> Verdict:
         last_n = self.request.sampling.repeat_last_n

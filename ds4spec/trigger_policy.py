@@ -5,8 +5,9 @@ prior: the length to try first and which drafter to ask (lookup, model, or hybri
 match, else the model). Data then moves it: per event and source the policy keeps ``alpha`` (the chance a
 drafted token is accepted given the ones before were), and per source and length the measured wall time of
 whole cycles (shared by all events: a cycle's cost does not depend on the syntax). It drafts the length with
-the best expected rate ``E(k) / cost(k)`` (``ds4spec.policy``), climbs one length above the longest it
-measured while that one is the best, goes down to 0 where no length beats a plain step, and probes again
+the best expected rate ``E(k) / cost(k)`` (``ds4spec.policy``: the machine's verify profile gives every
+length's cost; without one it climbs one length above the longest it measured while that one is the best),
+goes down to 0 where no length beats a plain step, and probes again
 with back-off so that an event that starts to pay is noticed. What it learns lives in ``TriggerLearning``,
 which an engine keeps across generations: a chat's tenth answer starts from what the first nine taught.
 """
@@ -14,9 +15,17 @@ which an engine keeps across generations: a chat's tenth answer starts from what
 from __future__ import annotations
 
 from ds4spec.drafters.base import DraftContext
-from ds4spec.policy import AcceptanceModel, CycleCosts, DraftPolicy, candidate_lengths, expected_tokens
+from ds4spec.policy import (
+    AcceptanceModel,
+    CycleCosts,
+    DraftPolicy,
+    best_length,
+    candidate_lengths,
+    expected_tokens,
+)
 from ds4spec.syntax_events import SyntaxTracker
 from ds4spec.trigger_rules import Rule, RuleBook
+from ds4spec.verify_profile import VerifyProfile
 
 SOURCES = ("lookup", "model")
 _CHOICE_SOURCES = {"lookup": ("lookup",), "model": ("model",), "hybrid": ("lookup", "model")}
@@ -25,8 +34,8 @@ _CHOICE_SOURCES = {"lookup": ("lookup",), "model": ("model",), "hybrid": ("looku
 class SourceCosts:
     """Whole-cycle seconds per draft length for each drafter source; a plain step is the same for all."""
 
-    def __init__(self) -> None:
-        self.tables = {source: CycleCosts() for source in SOURCES}
+    def __init__(self, profile: VerifyProfile | None = None) -> None:
+        self.tables = {source: CycleCosts(profile) for source in SOURCES}
 
     def plain_step(self) -> float | None:
         return self.tables[SOURCES[0]].plain_step()
@@ -62,8 +71,8 @@ class EventModel:
 class TriggerLearning:
     """Costs and per-event models, kept by an engine across generations (reset when its drafter changes)."""
 
-    def __init__(self) -> None:
-        self.costs = SourceCosts()
+    def __init__(self, profile: VerifyProfile | None = None) -> None:
+        self.costs = SourceCosts(profile)
         self.events: dict[str, EventModel] = {}
 
     def model(self, key: str, rule: Rule) -> EventModel:
@@ -133,6 +142,8 @@ class TriggerPolicy(DraftPolicy):
         longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
         alpha = model.acceptance[source].alpha
+        if table.profile.measured:  # every length's cost is known well enough: no need to climb
+            return best_length(table, alpha, range(1, self.draft_max + 1))
         measured = [k for k in self.candidates if table.measured(k)]
         if not measured:  # this source's cycles so far offered nothing to measure: the shortest, as estimated
             k = self.candidates[0]

@@ -9,6 +9,8 @@ The engine calls, per generation::
         ...verification...
         drafter.extend(committed)   # the bytes committed this cycle (accepted draft + target token)
 
+``prepare()`` may come before a ``propose``: a model reads the text then, so that drafting is timed alone.
+
 ``extend`` must cost the same at token 50 and at token 5,000: a drafter re-tokenizes only a bounded
 tail of its text and keeps its KV cache for the unchanged prefix. A drafter may raise, be slow, or return
 nonsense: the engine survives all three and the output does not change (the verifier decides).
@@ -51,6 +53,9 @@ class Draft:
     source: str  # "model" or "lookup"
     drafter_tokens: int = 0  # how many of its own tokens the drafter generated (cost accounting)
     confidences: Sequence[float] = field(default_factory=tuple)
+    # Seconds spent catching up with text committed while the drafter was not asked (the prompt, plain steps):
+    # the price of having skipped it, not of this draft's length.
+    sync_seconds: float = 0.0
 
 
 NO_DRAFT = Draft(b"", "none")
@@ -76,6 +81,10 @@ class Drafter(ABC):
 
         A model drafter stops early when its top probability falls below its ``p_min``.
         """
+
+    def prepare(self, source: str = "any") -> None:  # noqa: B027 - optional: only a model has text to read
+        """Reads the committed text now (a model evaluates it), so that the next ``propose`` from ``source`` only
+        drafts. A drafter without a model has nothing to do."""
 
     def propose_from(self, source: str, max_tokens: int) -> Draft:
         """A draft from ``source`` only (one of ``sources``); a drafter with one source just proposes."""

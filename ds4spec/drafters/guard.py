@@ -1,22 +1,32 @@
 """A drafter behind a deadline and an exception barrier: whatever it does, the output cannot change.
 
-Calls run in order on one worker thread. ``begin`` and ``extend`` are queued without waiting (a model
-drafter reads the prompt while the target does); ``propose`` waits for the queue with a deadline. A drafter
-that raises, hangs past the deadline, or returns something that is not a ``Draft`` of bytes yields no draft
-for that cycle, and the failure is counted. After a hang or a failed ``begin``/``extend`` its state is
-unknown, so it is benched until the next generation (and until the hung call has returned).
+Calls run in order on one worker thread. ``propose`` waits with a deadline. A drafter that raises, hangs past
+the deadline, or returns something that is not a ``Draft`` of bytes yields no draft for that cycle, and the
+failure is counted. After a hang or a failed ``begin``/``extend`` its state is unknown, so it is benched until
+the next generation (and until the hung call has returned).
+
+When to follow the text: with ``background`` (cores to spare, or a GPU), ``begin`` and ``extend`` are queued
+without waiting and ``prepare`` makes a model drafter read its prompt while the target reads its own. On a
+CPU whose cores the target already uses, drafter work beside a target pass slows that pass down (measured
+on 2 cores: a drafter reading its prompt made each plain step of the target 2.8x slower), so without
+``background`` the text is only recorded, and the drafter catches up just before it is asked for a draft:
+a drafter that the policy never asks costs nothing. That catch-up (``Draft.sync_seconds``) has its own,
+longer deadline, since reading a long prompt is work, not a hang.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
 
 log = logging.getLogger(__name__)
+
+CATCH_UP_DEADLINE_S = 60.0  # reading a long prompt on one CPU thread takes seconds; a hang takes forever
 
 
 @dataclass(slots=True)
@@ -31,15 +41,18 @@ class DrafterFailures:
 
 
 class GuardedDrafter:
-    def __init__(self, drafter: Drafter, *, deadline_s: float = 2.0) -> None:
+    def __init__(self, drafter: Drafter, *, deadline_s: float = 2.0, background: bool = True) -> None:
         self.drafter = drafter
         self.name = drafter.name
         self.sources = drafter.sources
         self.deadline_s = deadline_s
+        self.background = background
         self.failures = DrafterFailures()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"drafter-{drafter.name}")
         self._last: Future[object] | None = None
         self._benched = False
+        self._context: DraftContext | None = None  # without background: a begin not yet passed on
+        self._backlog = bytearray()  # without background: committed bytes not yet passed on
 
     @property
     def available(self) -> bool:
@@ -50,43 +63,78 @@ class GuardedDrafter:
             self._benched = True  # a call from an earlier generation is still hanging
             return
         self._benched = False
-        self._last = self._pool.submit(self._quietly, self.drafter.begin, context)
+        if self.background:
+            self._last = self._pool.submit(self._quietly, self.drafter.begin, context)
+        else:
+            self._context, self._backlog = context, bytearray()
 
     def warm(self) -> None:
-        """Queues a throw-away one-token draft, so that a model drafter evaluates its prompt now, in the
-        background, rather than inside the first measured cycle."""
-        if not self._benched:
-            self._last = self._pool.submit(self._quietly, self.drafter.propose, 1)
+        """With ``background``: a model drafter reads its prompt now, while the target reads its own, rather
+        than inside the first measured cycle. Without: nothing (it reads it when first asked for a draft)."""
+        if self.background and not self._benched:
+            self._last = self._pool.submit(self._quietly, self.drafter.prepare, "any")
 
     def extend(self, committed: bytes) -> None:
-        if not self._benched and committed:
+        if self._benched or not committed:
+            return
+        if self.background:
             self._last = self._pool.submit(self._quietly, self.drafter.extend, committed)
+        else:
+            self._backlog += committed
 
     def propose(self, max_tokens: int, source: str = "any") -> Draft:
         """The drafter's proposal (from ``source`` only, unless ``any``), or ``NO_DRAFT`` when it fails."""
         if self._benched or max_tokens <= 0:
             return NO_DRAFT
+        sync_seconds = 0.0
+        if not self.background:
+            start = time.perf_counter()
+            self._last = self._pool.submit(self._catch_up, source)
+            if not self._wait(self._last, CATCH_UP_DEADLINE_S):
+                return NO_DRAFT
+            sync_seconds = time.perf_counter() - start
         if source == "any":
             future = self._pool.submit(self.drafter.propose, max_tokens)
         else:
             future = self._pool.submit(self.drafter.propose_from, source, max_tokens)
         self._last = future
-        try:
-            draft = future.result(timeout=self.deadline_s)
-        except FutureTimeout:
-            self.failures.timed_out += 1
-            self._benched = True
-            log.warning("drafter %s missed its %.1f s deadline; drafting paused", self.name, self.deadline_s)
+        if not self._wait(future, self.deadline_s):
             return NO_DRAFT
-        except Exception as exc:  # any failure of the drafter is its own, never the output's
-            self.failures.raised += 1
-            log.warning("drafter %s raised %r; no draft this cycle", self.name, exc)
-            return NO_DRAFT
+        draft = future.result()
         if not isinstance(draft, Draft) or not isinstance(draft.text, bytes):
             self.failures.invalid += 1
             log.warning("drafter %s returned %r instead of a Draft of bytes", self.name, type(draft))
             return NO_DRAFT
-        return draft
+        return replace(draft, sync_seconds=draft.sync_seconds + sync_seconds) if sync_seconds else draft
+
+    def _catch_up(self, source: str) -> None:
+        """Passes on the recorded begin and text, then lets the drafter read them (worker thread)."""
+        context, self._context = self._context, None
+        backlog, self._backlog = bytes(self._backlog), bytearray()
+        try:
+            if context is not None:
+                self.drafter.begin(context)
+            if backlog:
+                self.drafter.extend(backlog)
+        except Exception:
+            self._benched = True  # its view of the text is now unknown
+            raise
+        self.drafter.prepare(source)
+
+    def _wait(self, future: Future[object], deadline_s: float) -> bool:
+        """Whether ``future`` finished in time without raising; a failure is counted and logged."""
+        try:
+            future.result(timeout=deadline_s)
+        except FutureTimeout:
+            self.failures.timed_out += 1
+            self._benched = True
+            log.warning("drafter %s missed its %.1f s deadline; drafting paused", self.name, deadline_s)
+            return False
+        except Exception as exc:  # any failure of the drafter is its own, never the output's
+            self.failures.raised += 1
+            log.warning("drafter %s raised %r; no draft this cycle", self.name, exc)
+            return False
+        return True
 
     def _quietly(self, call: object, arg: object) -> None:
         try:

@@ -34,6 +34,11 @@ class HybridDrafter(Drafter):
         self.lookup.extend(committed)
         self.model.extend(committed)
 
+    def prepare(self, source: str = "any") -> None:
+        """The model reads the text unless only lookup will be asked."""
+        if source != "lookup":
+            self.model.prepare()
+
     def propose(self, max_tokens: int) -> Draft:
         """The lookup draft when it has one (its ``source`` says so), else the model's."""
         draft = self.lookup.propose(max_tokens)

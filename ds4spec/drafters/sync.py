@@ -201,6 +201,11 @@ class ModelDrafter(Drafter):
     def extend(self, committed: bytes) -> None:
         self._valid = min(self._valid, self._sync.extend(committed))
 
+    def prepare(self, source: str = "any") -> None:
+        tokens = self._sync.tokens
+        if self._started and tokens and (self.n_ctx is None or len(tokens) < self.n_ctx):
+            self._catch_up(tokens)
+
     def propose(self, max_tokens: int) -> Draft:
         tokens = self._sync.tokens
         if self.n_ctx is not None:
