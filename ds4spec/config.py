@@ -27,7 +27,7 @@ class Settings:
     pair: str = "default"  # the preset giving the target and the drafter when they are not named
     target: str | None = None  # a model name or a path to a GGUF file; None: the pair's target
     draft: str | None = None  # none, lookup, hybrid, a model name or path; None: the pair's drafter
-    draft_max: int = 16  # the most target tokens one draft may hold
+    draft_max: int = 64  # the most target tokens one draft may hold
     draft_backend: str | None = None  # llama or torch for a model drafter; None: the pair's choice (else llama)
     p_min: float = 0.3  # a model drafter stops when its top probability falls below this
     warmup: int = 32  # speculation starts once the context holds this many tokens (prompt included)

@@ -68,6 +68,10 @@ class CycleCosts:
     def plain_step(self) -> float | None:
         return self._seconds.get(0)
 
+    @property
+    def drafts_measured(self) -> bool:
+        return any(k > 0 for k in self._seconds)
+
     def cost(self, k: int) -> float:
         if k > 0 and self.profile.measured:
             return self._modelled(k)
@@ -87,15 +91,21 @@ class CycleCosts:
     def drafting_cost(self) -> tuple[float, float]:
         """(seconds per cycle, seconds per drafted token) that drafting adds to the profile's verify pass."""
         if self._fit is None:
-            plain = self._seconds.get(0, 1.0)
-            points = [(k, s - plain * self.profile.ratio(k)) for k, s in self._seconds.items() if k > 0]
+            points = [(k, s - self._verify_cycle(k)) for k, s in self._seconds.items() if k > 0]
             self._fit = _fit_line(points)
         return self._fit
 
-    def _modelled(self, k: int) -> float:
+    def _verify_cycle(self, k: int) -> float:
+        """A plain cycle plus what the profile says a longer verify pass adds. A plain cycle is the pass and the
+        loop's own overhead; only the pass grows with the span (scaling the whole cycle by the profile's ratio
+        would count the overhead k times and make long drafts look dear)."""
         plain = self._seconds.get(0, 1.0)
+        one_pass = min(plain, self.profile.spans[1])
+        return plain + one_pass * (self.profile.ratio(k) - 1)
+
+    def _modelled(self, k: int) -> float:
         fixed, per_token = self.drafting_cost()
-        return max(plain * self.profile.ratio(k) + fixed + per_token * k, 0.5 * plain)
+        return max(self._verify_cycle(k) + fixed + per_token * k, self._seconds.get(0, 1.0))
 
 
 def _fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -111,6 +121,20 @@ def _fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
     var = sum((k - mean_k) ** 2 for k, _ in points)
     slope = max(sum((k - mean_k) * (r - mean_r) for k, r in points) / var, 0.0)
     return mean_r - slope * mean_k, slope
+
+
+OPTIMISTIC_ALPHA = 0.9  # the acceptance a drafter is given the benefit of when deciding whether to try it at all
+
+
+def could_pay(costs: CycleCosts, draft_max: int, alpha: float = OPTIMISTIC_ALPHA) -> bool:
+    """Whether some length could beat a plain step at acceptance ``alpha``, once the drafting cost is measured on a
+    measured verify profile (before that: yes, try it). A model drafter beside a CPU target fails this after one
+    draft (measured: SmolLM2 costs 0.3 plain steps per token, and a verify pass over 16 tokens costs 9), so it is
+    neither asked nor probed again, and its prompt is never read."""
+    plain = costs.plain_step()
+    if plain is None or not costs.profile.measured or not costs.drafts_measured:
+        return True
+    return best_length(costs, alpha, range(1, draft_max + 1))[1] > 1.0 / plain
 
 
 def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int]) -> tuple[int, float]:
@@ -239,7 +263,7 @@ class GatedPolicy(DraftPolicy):
                 return longer[0]
             return best
         self._idle += 1
-        if self._idle >= self._probe_after:
+        if self._idle >= self._probe_after and could_pay(self.costs, self.draft_max):
             self._idle = 0
             self._probe_after = min(self._probe_after * 2, self.MAX_PROBE_INTERVAL)
             return self.candidates[0]

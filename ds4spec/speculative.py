@@ -40,7 +40,7 @@ ALIGN_WINDOW = 8  # committed target tokens re-tokenized with each draft
 
 @dataclass(frozen=True, slots=True)
 class SpecSettings:
-    draft_max: int = 16  # the most target tokens one draft may hold
+    draft_max: int = 64  # the most target tokens one draft may hold
     warmup_tokens: int = 32  # speculation starts once the context holds this many tokens (prompt included)
 
 

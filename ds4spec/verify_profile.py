@@ -51,23 +51,23 @@ class VerifyProfile:
     def prior(cls) -> VerifyProfile:
         return cls({1: 1.0, 65: 1.0 + 64 * PRIOR_COST_PER_DRAFTED_TOKEN}, "prior")
 
-    def ratio(self, k: int) -> float:
-        """Plain steps per verify pass of ``k`` drafted tokens (span ``k + 1``); interpolated between measured
-        spans, extended with the slope of the last two beyond the longest."""
+    def seconds(self, k: int) -> float:
+        """A verify pass over a pending token and ``k`` drafted ones (span ``k + 1``), in the profile's unit;
+        interpolated between measured spans, extended with the slope of the last two beyond the longest."""
         n = k + 1
-        lengths = sorted(self.spans)
-        base = self.spans[1]
         if n in self.spans:
-            return self.spans[n] / base
+            return self.spans[n]
+        lengths = sorted(self.spans)
         i = bisect_left(lengths, n)
         if i == 0:
-            return 1.0
-        if i == len(lengths):
-            a, b = lengths[-2], lengths[-1]
-        else:
-            a, b = lengths[i - 1], lengths[i]
+            return self.spans[lengths[0]]
+        a, b = (lengths[-2], lengths[-1]) if i == len(lengths) else (lengths[i - 1], lengths[i])
         slope = (self.spans[b] - self.spans[a]) / (b - a)
-        return max(self.spans[a] + slope * (n - a), self.spans[a]) / base
+        return max(self.spans[a] + slope * (n - a), self.spans[a])
+
+    def ratio(self, k: int) -> float:
+        """Plain steps per verify pass of ``k`` drafted tokens."""
+        return self.seconds(k) / self.spans[1]
 
     def best_case_gain(self, k: int, draft_cost: float = 0.0) -> float:
         """Tokens per plain step when all ``k`` drafted tokens are accepted and each costs ``draft_cost`` steps."""

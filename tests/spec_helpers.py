@@ -25,9 +25,9 @@ def run_plain(target: LlamaTarget, request: GenerationRequest) -> Finished:
 
 def run_spec(
     target: LlamaTarget, drafter: Drafter, request: GenerationRequest, context: bytes | DraftContext, *,
-    policy: DraftPolicy | None = None, warmup: int = 0, deadline_s: float = 2.0,
+    policy: DraftPolicy | None = None, warmup: int = 0, deadline_s: float = 2.0, background: bool = True,
 ) -> tuple[Finished, list[CycleReport], GuardedDrafter]:
-    guarded = GuardedDrafter(drafter, deadline_s=deadline_s)
+    guarded = GuardedDrafter(drafter, deadline_s=deadline_s, background=background)
     if isinstance(context, bytes):
         context = DraftContext(text=context)
     events = list(generate_speculative(target, guarded, request, context,
@@ -124,6 +124,18 @@ class SlowDrafter(RaisingDrafter):
     def propose(self, max_tokens: int) -> Draft:
         time.sleep(1.0)
         return Draft(b"x = 1\n" * max_tokens, "model")
+
+
+class LostDrafter(RaisingDrafter):
+    """Fails to follow the text: its view of it is unknown from then on."""
+
+    name = "lost"
+
+    def extend(self, committed: bytes) -> None:
+        raise RuntimeError("tokenizer bug")
+
+    def propose(self, max_tokens: int) -> Draft:
+        return Draft(b"x = 1\n", "model")
 
 
 class GarbageDrafter(RaisingDrafter):

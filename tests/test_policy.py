@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import random
+import statistics
+
+import pytest
 
 from ds4spec.policy import AcceptanceModel, CycleCosts, GatedPolicy, candidate_lengths, expected_tokens
+from ds4spec.verify_profile import VerifyProfile
 
 STEP = 0.04  # seconds per plain step
 
@@ -89,3 +93,74 @@ def test_one_stall_moves_a_measured_cost_by_a_bounded_amount() -> None:
     costs.observe(0, 0.04)
     costs.observe(0, 0.3)  # the scheduler took the CPU away for a moment
     assert costs.plain_step() is not None and costs.plain_step() < 0.07
+
+
+# The verify curve measured on a 2-core CPU with Qwen2.5-Coder-1.5B Q4_K_M (seconds per span length).
+CPU = VerifyProfile({1: 0.031, 2: 0.059, 4: 0.104, 8: 0.233, 12: 0.294, 16: 0.285, 32: 0.446, 64: 0.721}, "measured")
+
+
+def _simulate_on(profile: VerifyProfile, alpha: float, draft_per_token: float, draft_max: int = 64,
+                 cycles: int = 400) -> list[int]:
+    """Cycles on a machine whose verify passes follow ``profile`` and whose drafter costs ``draft_per_token``
+    plain steps per drafted token."""
+    policy = GatedPolicy(draft_max, CycleCosts(profile))
+    rng = random.Random(0)
+    chosen = []
+    for _ in range(cycles):
+        k = policy.draft_length()
+        chosen.append(k)
+        accepted = 0
+        while accepted < k and rng.random() < alpha:
+            accepted += 1
+        # A cycle: the loop's own overhead, the verify pass the profile measured, and the drafter's tokens.
+        pass_seconds = profile.spans[1] * profile.ratio(k)
+        policy.observe(k, k, accepted, STEP - profile.spans[1] + pass_seconds + STEP * draft_per_token * k)
+    return chosen
+
+
+def test_with_a_measured_profile_the_gate_drafts_where_the_curve_pays_best() -> None:
+    """Free drafts that are nearly always right: the gate finds the length with the best expected rate on the
+    real curve (past its jump at 8 tokens), without climbing through every length."""
+    alpha = 0.97
+
+    def true_rate(k: int) -> float:  # tokens per second on the simulated machine
+        return expected_tokens(alpha, k) / (STEP - CPU.spans[1] + CPU.spans[1] * CPU.ratio(k))
+
+    best = max(range(1, 65), key=true_rate)
+    late = _simulate_on(CPU, alpha, draft_per_token=0.0)[-100:]
+    drafted = [k for k in late if k]
+    assert best > 8 and min(drafted) > 8 and len(late) - len(drafted) <= 3, (best, late)  # 0: plain refreshes
+    achieved = sum(map(true_rate, late)) / len(late)
+    assert achieved > 0.95 * true_rate(best), (best, late)
+
+
+def test_with_a_measured_profile_a_drafter_that_cannot_pay_is_left_after_a_try() -> None:
+    """SmolLM2 on a 2-core CPU: 70% acceptance and 0.3 steps per drafted token never beat a plain step."""
+    chosen = _simulate_on(CPU, alpha=0.7, draft_per_token=0.3)
+    assert sum(1 for k in chosen[:20] if k) <= 2
+    assert sum(1 for k in chosen[20:] if k) <= 8  # probes with back-off only
+
+
+def test_on_a_flat_curve_the_same_drafter_drafts_long() -> None:
+    """A GPU: verify passes cost about one step whatever their length, so 70% acceptance pays."""
+    flat = VerifyProfile({1: 0.035, 16: 0.0385, 64: 0.049}, "measured")
+    late = _simulate_on(flat, alpha=0.7, draft_per_token=0.05)[-100:]
+    assert sum(1 for k in late if k) >= 97 and statistics.median(late) >= 3, late
+
+
+def test_drafting_cost_is_fitted_from_the_measured_cycles() -> None:
+    """A cycle is the plain cycle plus what a longer pass adds (the loop's overhead does not grow with the span),
+    plus the drafter's fixed and per-token cost, which are fitted."""
+    costs = CycleCosts(CPU)
+    plain = 0.035  # a 0.031 s pass and 4 ms of the loop's own work
+
+    def verify_cycle(k: int) -> float:
+        return plain + 0.031 * (CPU.ratio(k) - 1)
+
+    costs.observe(0, plain)
+    costs.observe(2, verify_cycle(2) + 0.002 + 0.01 * 2)
+    costs.observe(6, verify_cycle(6) + 0.002 + 0.01 * 6)
+    fixed, per_token = costs.drafting_cost()
+    assert fixed == pytest.approx(0.002) and per_token == pytest.approx(0.01)
+    assert costs.cost(31) == pytest.approx(verify_cycle(31) + 0.002 + 0.01 * 31)
+    assert costs.cost(0) == plain

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from spec_helpers import (
     GarbageDrafter,
+    LostDrafter,
     OracleDrafter,
     RaisingDrafter,
     SlowDrafter,
@@ -28,11 +29,12 @@ from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.events import FinishReason
-from ds4spec.policy import DraftPolicy, FixedLength, GatedPolicy
+from ds4spec.policy import CycleCosts, DraftPolicy, FixedLength, GatedPolicy
 from ds4spec.sampling import SamplingSettings
 from ds4spec.target import LlamaTarget, TargetOptions
 from ds4spec.trigger_policy import TriggerPolicy
 from ds4spec.trigger_rules import RuleBook, load_rulebook
+from ds4spec.verify_profile import VerifyProfile
 
 PROMPTS = [
     b"def add(a, b):\n    return a + b\n\n\ndef add(a, b):\n",
@@ -48,9 +50,12 @@ POLICIES: dict[str, Callable[[Drafter, str], DraftPolicy]] = {
     "fixed4": lambda drafter, language: FixedLength(4),
     "fixed8": lambda drafter, language: FixedLength(8),
     "gated": lambda drafter, language: GatedPolicy(8),
+    # With a measured, nearly flat verify curve (a GPU's): the gate ranks every length and drafts long.
+    "gated-flat": lambda drafter, language: GatedPolicy(8, CycleCosts(FLAT_PROFILE)),
     "triggers": lambda drafter, language: TriggerPolicy(_rule_book(), language, 8, drafter.sources),
 }
 OTHER = {"bpe": "spm", "spm": "bpe"}
+FLAT_PROFILE = VerifyProfile({1: 1.0, 16: 1.2, 64: 1.6}, "measured")
 
 
 @cache
@@ -96,7 +101,7 @@ def test_greedy_speculative_output_equals_plain_for_every_drafter_and_policy(
         for name, drafter in _drafters(target, tiny_models, future).items():
             # Every policy with the oracle (it exercises acceptance); the others with a fixed one, the gate and
             # the triggers (which ask a hybrid drafter's lookup or model half by name).
-            policies = POLICIES if name == "oracle" else ["fixed4", "gated", "triggers"]
+            policies = POLICIES if name == "oracle" else ["fixed4", "gated", "gated-flat", "triggers"]
             for policy in policies:
                 spec, _, guarded = run_spec(target, drafter, request, prompt,
                                             policy=POLICIES[policy](drafter, _language(prompt)))
@@ -108,6 +113,25 @@ def test_greedy_speculative_output_equals_plain_for_every_drafter_and_policy(
     assert accepted > 0, "the accepting path must be exercised"
     print(f"{runs} speculative runs, {flips} near-tie flips")
     assert flips <= runs // 10
+
+
+@pytest.mark.parametrize("policy", ["fixed4", "gated-flat", "triggers"])
+def test_greedy_output_is_unchanged_when_the_drafter_catches_up_only_when_asked(
+    target: LlamaTarget, tiny_models: dict[str, Path], policy: str
+) -> None:
+    """Without cores to spare the drafter only records the text and reads it when asked for a draft."""
+    accepted = 0
+    for prompt in PROMPTS:
+        request = _request(target, prompt, max_tokens=40)
+        plain = run_plain(target, request)
+        for name, drafter in _drafters(target, tiny_models, target.tokenizer.detokenize(plain.tokens)).items():
+            spec, _, guarded = run_spec(target, drafter, request, prompt, background=False,
+                                        policy=POLICIES[policy](drafter, _language(prompt)))
+            assert_lossless(target, request, plain, spec)
+            assert guarded.failures.total == 0, name
+            accepted += spec.stats.accepted_tokens
+            drafter.close()
+    assert accepted > 0
 
 
 def test_torch_drafter_keeps_output_identical(target: LlamaTarget, tmp_path: Path) -> None:
@@ -186,11 +210,14 @@ def test_stop_string_inside_an_accepted_span_ends_where_plain_ends(target: Llama
         assert spec.tokens == plain.tokens and spec.reason is FinishReason.STOP
 
 
-@pytest.mark.parametrize("faulty", [RaisingDrafter, SlowDrafter, GarbageDrafter])
-def test_faulty_drafters_leave_the_output_unchanged(target: LlamaTarget, faulty: type[Drafter]) -> None:
+@pytest.mark.parametrize("background", [True, False], ids=["background", "catch-up-when-asked"])
+@pytest.mark.parametrize("faulty", [RaisingDrafter, SlowDrafter, GarbageDrafter, LostDrafter])
+def test_faulty_drafters_leave_the_output_unchanged(target: LlamaTarget, faulty: type[Drafter],
+                                                    background: bool) -> None:
     request = _request(target, PROMPTS[1], max_tokens=24)
     plain = run_plain(target, request)
-    spec, _, guarded = run_spec(target, faulty(), request, PROMPTS[1], policy=FixedLength(4), deadline_s=0.2)
+    spec, _, guarded = run_spec(target, faulty(), request, PROMPTS[1], policy=FixedLength(4), deadline_s=0.2,
+                                background=background)
     assert spec.tokens == plain.tokens and spec.reason == plain.reason
     assert spec.stats.drafter_failures > 0 and guarded.failures.total == spec.stats.drafter_failures
 

@@ -1,0 +1,104 @@
+"""The guard around a drafter: without cores to spare, the drafter is left alone until a draft is asked for."""
+
+from __future__ import annotations
+
+import time
+
+from ds4spec.drafters.base import Draft, DraftContext, Drafter
+from ds4spec.drafters.guard import GuardedDrafter
+
+
+class RecordingDrafter(Drafter):
+    """Records every call it gets, in order; ``prepare`` takes ``prepare_s`` seconds (reading a prompt)."""
+
+    name = "recording"
+    sources = ("lookup", "model")
+
+    def __init__(self, prepare_s: float = 0.0) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self.prepare_s = prepare_s
+
+    def begin(self, context: DraftContext) -> None:
+        self.calls.append(("begin", context.text))
+
+    def extend(self, committed: bytes) -> None:
+        self.calls.append(("extend", committed))
+
+    def prepare(self, source: str = "any") -> None:
+        time.sleep(self.prepare_s)
+        self.calls.append(("prepare", source))
+
+    def propose(self, max_tokens: int) -> Draft:
+        self.calls.append(("propose", max_tokens))
+        return Draft(b" more", "model", 1)
+
+    def propose_from(self, source: str, max_tokens: int) -> Draft:
+        self.calls.append((f"propose_from:{source}", max_tokens))
+        return Draft(b" more", source, 1)
+
+
+def _follow(guard: GuardedDrafter, pieces: list[bytes]) -> None:
+    guard.begin(DraftContext(text=b"prompt"))
+    guard.warm()
+    for piece in pieces:
+        guard.extend(piece)
+
+
+def test_without_background_the_drafter_does_nothing_until_asked_for_a_draft() -> None:
+    drafter = RecordingDrafter()
+    guard = GuardedDrafter(drafter, background=False)
+    _follow(guard, [b"a", b"bc", b"d"])
+    time.sleep(0.05)
+    assert drafter.calls == []
+    assert guard.propose(4, source="model").text == b" more"
+    assert drafter.calls == [("begin", b"prompt"), ("extend", b"abcd"), ("prepare", "model"),
+                             ("propose_from:model", 4)]
+    guard.extend(b"e")
+    guard.propose(2)
+    assert drafter.calls[4:] == [("extend", b"e"), ("prepare", "any"), ("propose", 2)]
+    guard.close()
+
+
+def test_with_background_the_drafter_follows_the_text_and_reads_its_prompt_at_once() -> None:
+    drafter = RecordingDrafter()
+    guard = GuardedDrafter(drafter, background=True)
+    _follow(guard, [b"a", b"bc"])
+    guard.propose(4, source="lookup")
+    assert drafter.calls == [("begin", b"prompt"), ("prepare", "any"), ("extend", b"a"), ("extend", b"bc"),
+                             ("propose_from:lookup", 4)]
+    guard.close()
+
+
+def test_catching_up_is_reported_apart_from_drafting_and_has_its_own_deadline() -> None:
+    """Reading a long prompt takes longer than the draft deadline: that is work, not a hang."""
+    guard = GuardedDrafter(RecordingDrafter(prepare_s=0.3), deadline_s=0.1, background=False)
+    _follow(guard, [b"text"])
+    draft = guard.propose(4)
+    assert draft.text == b" more" and draft.sync_seconds >= 0.3
+    assert guard.failures.total == 0 and guard.available
+    guard.close()
+
+
+def test_a_new_generation_drops_the_text_recorded_for_the_last_one() -> None:
+    drafter = RecordingDrafter()
+    guard = GuardedDrafter(drafter, background=False)
+    _follow(guard, [b"old"])
+    guard.begin(DraftContext(text=b"fresh"))
+    guard.extend(b"new")
+    guard.propose(1)
+    assert drafter.calls[:2] == [("begin", b"fresh"), ("extend", b"new")]
+    guard.close()
+
+
+def test_a_drafter_that_fails_to_catch_up_is_benched_for_the_generation() -> None:
+    class Lost(RecordingDrafter):
+        def extend(self, committed: bytes) -> None:
+            raise RuntimeError("tokenizer bug")
+
+    guard = GuardedDrafter(Lost(), background=False)
+    _follow(guard, [b"x"])
+    assert guard.propose(4).text == b""
+    assert guard.failures.raised == 1 and not guard.available
+    guard.begin(DraftContext(text=b"next"))
+    assert guard.available  # the next generation starts it afresh
+    guard.close()

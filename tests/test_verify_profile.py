@@ -1,0 +1,91 @@
+"""The verify profile: what a verify pass over n tokens costs in plain steps, measured once and cached."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from spec_helpers import run_plain
+
+from ds4spec.decode import GenerationRequest
+from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.verify_profile import SPANS, VerifyProfile, cache_file, measure, profile_for
+
+# Measured on a 2-core CPU with Qwen2.5-Coder-1.5B Q4_K_M (seconds per span length): linear, a jump at 8, a dip at 16.
+CPU = VerifyProfile({1: 0.031, 2: 0.059, 4: 0.104, 8: 0.233, 12: 0.294, 16: 0.285, 32: 0.446, 64: 0.721}, "measured")
+
+
+@pytest.fixture
+def target(tiny_bpe_gguf: Path) -> Iterator[LlamaTarget]:
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=1024, n_gpu_layers=0)) as t:
+        yield t
+
+
+def test_a_plain_step_costs_one_and_measured_spans_cost_their_ratio() -> None:
+    assert CPU.ratio(0) == 1.0
+    assert CPU.ratio(15) == pytest.approx(0.285 / 0.031)
+    assert CPU.ratio(15) < CPU.ratio(11)  # the dip at 16 is kept, not smoothed away
+
+
+def test_unmeasured_spans_are_interpolated_and_extended_with_the_last_slope() -> None:
+    assert CPU.ratio(2) == pytest.approx((0.059 + 0.104) / 2 / 0.031)  # span 3, between 2 and 4
+    slope = (0.721 - 0.446) / 32
+    assert CPU.ratio(79) == pytest.approx((0.721 + 16 * slope) / 0.031)
+
+
+def test_best_case_gain_is_what_a_perfect_drafter_could_reach() -> None:
+    assert CPU.best_case_gain(1) == pytest.approx(2 / (0.059 / 0.031))
+    assert CPU.best_case_gain(63) > CPU.best_case_gain(7)
+    assert CPU.best_case_gain(15, draft_cost=1.0) < 1  # a drafter as slow as the target can never pay
+
+
+def test_the_prior_is_no_measurement() -> None:
+    prior = VerifyProfile.prior()
+    assert not prior.measured and CPU.measured
+    assert prior.ratio(4) == pytest.approx(4.0)
+
+
+def test_measuring_a_real_target_covers_the_spans_and_leaves_it_empty(target: LlamaTarget) -> None:
+    profile = measure(target)
+    assert profile.measured
+    assert set(profile.spans) == {n for n in SPANS if n <= target.n_batch}
+    assert all(seconds > 0 for seconds in profile.spans.values())
+    assert target.n_past == 0
+
+
+def test_measuring_does_not_change_what_the_target_writes_next(target: LlamaTarget) -> None:
+    request = GenerationRequest(target.tokenizer.tokenize(b"def add(a, b):\n", add_special=True), 24)
+    before = run_plain(target, request).tokens
+    measure(target)
+    assert run_plain(target, request).tokens == before
+
+
+def test_the_profile_is_measured_once_then_read_from_the_cache(target: LlamaTarget,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    cache_file().unlink(missing_ok=True)
+    first = profile_for(target)
+    assert first.source == "measured" and "measuring verify costs" in capsys.readouterr().err
+    second = profile_for(target)
+    assert second.source == "cached" and capsys.readouterr().err == ""
+    assert second.spans == pytest.approx(first.spans)
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]", '{"KEY": {"1": "fast"}}', '{"KEY": {"1": 0}}'])
+def test_a_damaged_cache_costs_only_a_new_measurement(target: LlamaTarget, content: str) -> None:
+    from ds4spec.verify_profile import fingerprint
+
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content.replace("KEY", fingerprint(target)), encoding="utf-8")
+    assert profile_for(target, announce=False).source == "measured"
+    assert fingerprint(target) in json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_an_unwritable_cache_still_gives_a_profile(target: LlamaTarget, monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("DS4SPEC_HOME", str(blocker))
+    assert profile_for(target, announce=False).source == "measured"
