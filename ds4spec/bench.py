@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ds4spec import __version__
-from ds4spec.bench_modes import DEFAULT_MODES, ModePlan, load_mode
+from ds4spec.bench_modes import DEFAULT_MODES, ModePlan, learned_costs, load_mode
 from ds4spec.bench_peers import BenchTask, SystemRuns, run_peer_groups
 from ds4spec.bench_systems import print_systems, result_of, system_rows
 from ds4spec.cli_options import add_model_options, add_speculation_options, settings_from_args
@@ -141,6 +141,7 @@ class Report:
     runs: list[dict[str, object]] = field(default_factory=list)
     cycles: list[dict[str, object]] = field(default_factory=list)  # per workload and mode, for the charts
     systems: list[dict[str, object]] = field(default_factory=list)  # with --peers: one row per system
+    costs: list[dict[str, object]] = field(default_factory=list)  # per mode and source: what the policy learned
 
 
 def run(args: argparse.Namespace) -> int:
@@ -175,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         for workload in workloads:
             _run_workload(target, plans, settings, load_tasks(workload, args.limit), args.fixed, report,
                           systems, tasks)
+        report.costs = [row for plan in plans.values() for row in learned_costs(plan)]
     finally:
         for p in plans.values():
             p.drafter.close()
@@ -284,11 +286,26 @@ def _print(report: Report) -> None:
               f"{'' if plain else format(r['verify_share'], '.0%'):>7} "
               f"{'' if plain else str(r['identical']) + '/' + str(r['runs']):>9}")
     _print_events(report)
+    _print_costs(report)
     drafters = report.settings.get("drafters", {})
     print(f"target {report.settings.get('target')}; drafters {drafters}; greedy, {report.settings['max_tokens']} "
           f"tokens, {report.settings['limit']} prompts per workload")
 
 
+
+
+def _print_costs(report: Report) -> None:
+    """What a cycle costs, in plain steps: the measured verify profile, and what each mode's drafting added."""
+    profile = report.settings.get("verify_profile")
+    if isinstance(profile, dict):
+        print()
+        print("verify pass over n tokens, in plain steps: "
+              + ", ".join(f"{n}: {ratio:.2f}" for n, ratio in profile.items()))
+    for c in report.costs:
+        lengths: dict[str, list[float]] = c["cycle_and_verify_steps"]  # type: ignore[assignment]
+        print(f"{c['mode']:<8} {c['source']:<6} plain step {c['plain_step_ms']:.1f} ms; a cycle drafting k, "
+              "in plain steps (the verify pass alone): "
+              + ", ".join(f"{k}: {cycle:.2f} ({verify:.2f})" for k, (cycle, verify) in lengths.items()))
 
 
 def _print_events(report: Report) -> None:

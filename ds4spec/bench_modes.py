@@ -98,3 +98,20 @@ def load_mode(settings: Settings, mode: str, profile: VerifyProfile | None = Non
     if drafter is None:
         raise UsageError(f"--mode {mode!r} has no drafter to compare with plain decoding")
     return ModePlan(mode, chosen, drafter, rules, fixed_length(mode), profile)
+
+
+def learned_costs(plan: ModePlan) -> list[dict[str, object]]:
+    """Per drafter source, what the mode's policy measured over the whole bench: the plain step, and for each
+    drafted length the whole cycle and the verify pass alone (the profile), in plain steps; the difference is
+    what drafting and the loop added. Sources that never drafted are left out."""
+    tables = plan.learning.costs.tables if plan.rules is not None else {"any": plan.gate_costs}
+    rows: list[dict[str, object]] = []
+    for source, table in tables.items():
+        plain = table.plain_step()
+        if plain is None or not table.drafts_measured:
+            continue
+        lengths = {str(k): [round(table.cost(k) / plain, 3), round(table.profile.ratio(k), 3)]
+                   for k in table.measured_lengths() if k > 0}
+        rows.append({"mode": plan.name, "source": source, "plain_step_ms": round(plain * 1000, 2),
+                     "cycle_and_verify_steps": lengths})
+    return rows

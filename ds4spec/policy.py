@@ -39,23 +39,20 @@ def _ema(old: float | None, new: float) -> float:
 class CycleCosts:
     """Seconds per cycle for each draft length, as measured; estimated for lengths not yet seen.
 
-    With a measured :class:`VerifyProfile`, the cost of every length is the profile's verify pass scaled by
-    the measured plain step, plus what drafting adds: a fixed part and a part per drafted token, fitted to
-    the cycles measured so far. The profile knows the shape of the curve (on a CPU: a jump at 8 tokens, a dip
-    at 16) that a few measured lengths cannot show. Without one, measured lengths are taken as they are and
-    the others interpolated, or extended with a prior cost per token.
+    A measured length costs what it was measured to cost (under the current context length, with this
+    drafter). Other lengths are estimated from the nearest measured ones: with a measured
+    :class:`VerifyProfile`, along the profile's curve (on a CPU it jumps at 8 tokens and dips at 16, which
+    a few measured lengths cannot show); without one, by interpolation, or with a prior cost per token.
     """
 
     def __init__(self, profile: VerifyProfile | None = None) -> None:
         self.profile = profile or VerifyProfile.prior()
         self._seconds: dict[int, float] = {}
         self._since_plain = 0
-        self._fit: tuple[float, float] | None = None
 
     def observe(self, k: int, seconds: float) -> None:
         self._seconds[k] = _ema(self._seconds.get(k), seconds)
         self._since_plain = 0 if k == 0 else self._since_plain + 1
-        self._fit = None
 
     def plain_is_stale(self) -> bool:
         """Whether a plain step is due: every cost is judged against it, and a stall measured once would
@@ -65,6 +62,9 @@ class CycleCosts:
     def measured(self, k: int) -> bool:
         return k in self._seconds
 
+    def measured_lengths(self) -> list[int]:
+        return sorted(self._seconds)
+
     def plain_step(self) -> float | None:
         return self._seconds.get(0)
 
@@ -73,54 +73,31 @@ class CycleCosts:
         return any(k > 0 for k in self._seconds)
 
     def cost(self, k: int) -> float:
-        if k > 0 and self.profile.measured:
-            return self._modelled(k)
         if k in self._seconds:
             return self._seconds[k]
         known = sorted(self._seconds)
         below = [n for n in known if n < k]
         above = [n for n in known if n > k]
+        step = self._seconds.get(0, 1.0)
+        if self.profile.measured:
+            return self._along_profile(k, below[-1] if below else None, above[0] if above else None)
         if below and above:  # interpolate between the nearest measured lengths
             a, b = below[-1], above[0]
             return self._seconds[a] + (self._seconds[b] - self._seconds[a]) * (k - a) / (b - a)
-        step = self._seconds.get(0, 1.0)
         if below:
             return self._seconds[below[-1]] + PRIOR_COST_PER_DRAFTED_TOKEN * step * (k - below[-1])
         return step * (1 + PRIOR_COST_PER_DRAFTED_TOKEN * k)
 
-    def drafting_cost(self) -> tuple[float, float]:
-        """(seconds per cycle, seconds per drafted token) that drafting adds to the profile's verify pass."""
-        if self._fit is None:
-            points = [(k, s - self._verify_cycle(k)) for k, s in self._seconds.items() if k > 0]
-            self._fit = _fit_line(points)
-        return self._fit
-
-    def _verify_cycle(self, k: int) -> float:
-        """A plain cycle plus what the profile says a longer verify pass adds. A plain cycle is the pass and the
-        loop's own overhead; only the pass grows with the span (scaling the whole cycle by the profile's ratio
-        would count the overhead k times and make long drafts look dear)."""
-        plain = self._seconds.get(0, 1.0)
-        one_pass = min(plain, self.profile.spans[1])
-        return plain + one_pass * (self.profile.ratio(k) - 1)
-
-    def _modelled(self, k: int) -> float:
-        fixed, per_token = self.drafting_cost()
-        return max(self._verify_cycle(k) + fixed + per_token * k, self._seconds.get(0, 1.0))
-
-
-def _fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least squares ``r = a + b k`` with ``b >= 0``; one point: all of it per token (or a saving, per cycle)."""
-    if not points:
-        return 0.0, 0.0
-    ks = {k for k, _ in points}
-    if len(ks) == 1:
-        k, r = points[0][0], sum(r for _, r in points) / len(points)
-        return (0.0, r / k) if r >= 0 else (r, 0.0)
-    mean_k = sum(k for k, _ in points) / len(points)
-    mean_r = sum(r for _, r in points) / len(points)
-    var = sum((k - mean_k) ** 2 for k, _ in points)
-    slope = max(sum((k - mean_k) * (r - mean_r) for k, r in points) / var, 0.0)
-    return mean_r - slope * mean_k, slope
+    def _along_profile(self, k: int, below: int | None, above: int | None) -> float:
+        """The profile's shape, scaled to the measured lengths on either side (weighted by closeness)."""
+        ratio = self.profile.ratio
+        estimates = [(n, self._seconds[n] * ratio(k) / ratio(n)) for n in (below, above) if n is not None]
+        if not estimates:
+            return ratio(k)
+        if len(estimates) == 1:
+            return estimates[0][1]
+        (a, from_a), (b, from_b) = estimates
+        return from_a + (from_b - from_a) * (k - a) / (b - a)
 
 
 OPTIMISTIC_ALPHA = 0.9  # the acceptance a drafter is given the benefit of when deciding whether to try it at all
@@ -271,8 +248,9 @@ class GatedPolicy(DraftPolicy):
 
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:
-        # A cycle whose drafter had nothing to offer was a plain step (plus a cheap attempt).
-        self.costs.observe(requested if drafted else 0, cycle_seconds)
+        # A cycle costs what its verify pass over the drafted tokens costs (a draft may come shorter than asked);
+        # one whose drafter had nothing to offer was a plain step (plus a cheap attempt).
+        self.costs.observe(drafted, cycle_seconds)
         if drafted:
             self.acceptance.observe(drafted, accepted)
             if accepted:

@@ -161,7 +161,7 @@ class TriggerPolicy(DraftPolicy):
                 source: str = "") -> None:
         costs = self.learning.costs
         if drafted and source in SOURCES:
-            costs.observe(source, requested, cycle_seconds)
+            costs.observe(source, drafted, cycle_seconds)  # the pass was over the drafted tokens, maybe fewer
             self._learn(source, drafted, accepted)
         elif requested and "model" in self.sources and self._asked != "lookup":
             # The model ran and offered nothing usable: its time is spent, and for this event it is a miss.

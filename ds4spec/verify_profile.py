@@ -139,7 +139,7 @@ def profile_for(target: LlamaTarget, *, announce: bool = True) -> VerifyProfile:
             spans = {int(n): float(s) for n, s in entry.items()}
             if spans.get(1, 0) > 0:
                 return VerifyProfile(spans, "cached")
-    if announce:
+    if announce and sys.stderr.isatty():  # a pause on first use is explained; a script's stderr stays clean
         print(f"ds4spec: measuring verify costs of {target.name} on this machine (once)", file=sys.stderr)
     profile = measure(target)
     if profile.source == "measured":

@@ -148,19 +148,15 @@ def test_on_a_flat_curve_the_same_drafter_drafts_long() -> None:
     assert sum(1 for k in late if k) >= 97 and statistics.median(late) >= 3, late
 
 
-def test_drafting_cost_is_fitted_from_the_measured_cycles() -> None:
-    """A cycle is the plain cycle plus what a longer pass adds (the loop's overhead does not grow with the span),
-    plus the drafter's fixed and per-token cost, which are fitted."""
+def test_measured_lengths_cost_what_they_cost_and_others_follow_the_profile_from_them() -> None:
     costs = CycleCosts(CPU)
-    plain = 0.035  # a 0.031 s pass and 4 ms of the loop's own work
-
-    def verify_cycle(k: int) -> float:
-        return plain + 0.031 * (CPU.ratio(k) - 1)
-
-    costs.observe(0, plain)
-    costs.observe(2, verify_cycle(2) + 0.002 + 0.01 * 2)
-    costs.observe(6, verify_cycle(6) + 0.002 + 0.01 * 6)
-    fixed, per_token = costs.drafting_cost()
-    assert fixed == pytest.approx(0.002) and per_token == pytest.approx(0.01)
-    assert costs.cost(31) == pytest.approx(verify_cycle(31) + 0.002 + 0.01 * 31)
-    assert costs.cost(0) == plain
+    costs.observe(0, 0.035)
+    costs.observe(1, 0.060)
+    costs.observe(15, 0.300)
+    assert costs.cost(1) == 0.060 and costs.cost(15) == 0.300
+    # Beyond the longest measured length: its cost, scaled along the profile.
+    assert costs.cost(31) == pytest.approx(0.300 * CPU.ratio(31) / CPU.ratio(15))
+    # Between two: each one's scaled estimate, weighted by closeness; the jump at 8 tokens is kept.
+    from_1, from_15 = 0.060 * CPU.ratio(7) / CPU.ratio(1), 0.300 * CPU.ratio(7) / CPU.ratio(15)
+    assert costs.cost(7) == pytest.approx(from_1 + (from_15 - from_1) * 6 / 14)
+    assert costs.cost(7) > costs.cost(6) * 1.1

@@ -62,13 +62,12 @@ def test_measuring_does_not_change_what_the_target_writes_next(target: LlamaTarg
     assert run_plain(target, request).tokens == before
 
 
-def test_the_profile_is_measured_once_then_read_from_the_cache(target: LlamaTarget,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_profile_is_measured_once_then_read_from_the_cache(target: LlamaTarget) -> None:
     cache_file().unlink(missing_ok=True)
     first = profile_for(target)
-    assert first.source == "measured" and "measuring verify costs" in capsys.readouterr().err
+    assert first.source == "measured"
     second = profile_for(target)
-    assert second.source == "cached" and capsys.readouterr().err == ""
+    assert second.source == "cached"
     assert second.spans == pytest.approx(first.spans)
 
 
