@@ -19,6 +19,7 @@ back-off) so that it notices when the drafter becomes useful.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from bisect import bisect_left, insort
 from collections.abc import Iterable
 
 from ds4spec.drafters.base import DraftContext
@@ -48,11 +49,25 @@ class CycleCosts:
     def __init__(self, profile: VerifyProfile | None = None) -> None:
         self.profile = profile or VerifyProfile.prior()
         self._seconds: dict[int, float] = {}
+        self._known: list[int] = []  # sorted keys of _seconds
         self._since_plain = 0
+        self._ratios: dict[int, float] = {}
+        self.drafts_seen = 0  # measurements of drafting cycles: what ``could_pay`` caches its answer by
+        self._could_pay: dict[tuple[int, float], tuple[int, bool]] = {}
 
     def observe(self, k: int, seconds: float) -> None:
+        if k not in self._seconds:
+            insort(self._known, k)
         self._seconds[k] = _ema(self._seconds.get(k), seconds)
         self._since_plain = 0 if k == 0 else self._since_plain + 1
+        self.drafts_seen += k > 0
+
+    def ranked_lengths(self, draft_max: int) -> list[int]:
+        """The lengths worth comparing (each cycle compares them all, so not every one up to ``draft_max``): the
+        candidates, the lengths whose span the profile measured (its cheap block sizes), and measured ones."""
+        spans = (n - 1 for n in self.profile.spans if 1 <= n - 1 <= draft_max) if self.profile.measured else ()
+        measured = (k for k in self._known if 0 < k <= draft_max)
+        return sorted({*candidate_lengths(draft_max), *spans, *measured})
 
     def plain_is_stale(self) -> bool:
         """Whether a plain step is due: every cost is judged against it, and a stall measured once would
@@ -63,7 +78,7 @@ class CycleCosts:
         return k in self._seconds
 
     def measured_lengths(self) -> list[int]:
-        return sorted(self._seconds)
+        return list(self._known)
 
     def plain_step(self) -> float | None:
         return self._seconds.get(0)
@@ -75,9 +90,8 @@ class CycleCosts:
     def cost(self, k: int) -> float:
         if k in self._seconds:
             return self._seconds[k]
-        known = sorted(self._seconds)
-        below = [n for n in known if n < k]
-        above = [n for n in known if n > k]
+        i = bisect_left(self._known, k)
+        below, above = self._known[:i], self._known[i:]
         step = self._seconds.get(0, 1.0)
         if self.profile.measured:
             return self._along_profile(k, below[-1] if below else None, above[0] if above else None)
@@ -90,7 +104,7 @@ class CycleCosts:
 
     def _along_profile(self, k: int, below: int | None, above: int | None) -> float:
         """The profile's shape, scaled to the measured lengths on either side (weighted by closeness)."""
-        ratio = self.profile.ratio
+        ratio = self._ratio
         estimates = [(n, self._seconds[n] * ratio(k) / ratio(n)) for n in (below, above) if n is not None]
         if not estimates:
             return ratio(k)
@@ -98,6 +112,11 @@ class CycleCosts:
             return estimates[0][1]
         (a, from_a), (b, from_b) = estimates
         return from_a + (from_b - from_a) * (k - a) / (b - a)
+
+    def _ratio(self, k: int) -> float:
+        if k not in self._ratios:
+            self._ratios[k] = self.profile.ratio(k)
+        return self._ratios[k]
 
 
 OPTIMISTIC_ALPHA = 0.9  # the acceptance a drafter is given the benefit of when deciding whether to try it at all
@@ -111,7 +130,12 @@ def could_pay(costs: CycleCosts, draft_max: int, alpha: float = OPTIMISTIC_ALPHA
     plain = costs.plain_step()
     if plain is None or not costs.profile.measured or not costs.drafts_measured:
         return True
-    return best_length(costs, alpha, range(1, draft_max + 1))[1] > 1.0 / plain
+    key = (draft_max, alpha)
+    seen, answer = costs._could_pay.get(key, (-1, True))
+    if seen != costs.drafts_seen:  # only a new drafting measurement changes the answer much
+        answer = best_length(costs, alpha, costs.ranked_lengths(draft_max))[1] > 1.0 / plain
+        costs._could_pay[key] = (costs.drafts_seen, answer)
+    return answer
 
 
 def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int]) -> tuple[int, float]:
@@ -228,7 +252,7 @@ class GatedPolicy(DraftPolicy):
         if not measured:
             return self.candidates[0] if self.candidates else 0
         if self.costs.profile.measured:  # every length's cost is known well enough: no need to climb
-            k, rate = best_length(self.costs, self.acceptance.alpha, range(1, self.draft_max + 1))
+            k, rate = best_length(self.costs, self.acceptance.alpha, self.costs.ranked_lengths(self.draft_max))
             best = k if rate > self.expected_rate(0) else 0
         else:
             best = max([0, *measured], key=lambda k: (self.expected_rate(k), -k))

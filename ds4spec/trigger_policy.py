@@ -147,7 +147,7 @@ class TriggerPolicy(DraftPolicy):
         table = self.learning.costs.tables[source]
         alpha = model.acceptance[source].alpha
         if table.profile.measured:  # every length's cost is known well enough: no need to climb
-            return best_length(table, alpha, range(1, self.draft_max + 1))
+            return best_length(table, alpha, table.ranked_lengths(self.draft_max))
         measured = [k for k in self.candidates if table.measured(k)]
         if not measured:  # this source's cycles so far offered nothing to measure: the shortest, as estimated
             k = self.candidates[0]
