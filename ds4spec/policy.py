@@ -1,8 +1,8 @@
 """How far to draft: measured cycle costs and acceptance, turned into the draft length with the best rate.
 
 A verify pass over several tokens costs more than one plain step on a CPU (measured on this project's
-2-core machines with Qwen2.5-Coder-1.5B Q4_K_M: spans of 2, 4, 8, 16 and 64 tokens cost 1.9, 3.3, 7.5, 9.1
-and 21 plain steps; ``ds4spec.verify_profile``), and a model drafter costs time too, so a draft pays only
+2-core machines with Qwen2.5-Coder-1.5B Q4_K_M: spans of 2, 4, 8, 16 and 64 tokens cost 1.8, 3.4, 7.5, 8.8
+and 26.5 plain steps; ``ds4spec.verify_profile``), and a model drafter costs time too, so a draft pays only
 when enough of it is accepted.
 
 The gate measures the wall time of whole cycles for each draft length k (drafting, aligning, verifying,
@@ -31,6 +31,7 @@ PLAIN_REFRESH = 64  # cycles between plain steps at most, so that a plain step's
 # Before a length is measured, and without a measured VerifyProfile, assume each drafted token adds this many plain
 # steps to a cycle (the measured verify cost alone is 0.6 to 1.0 per token on a 2-core CPU; a GPU corrects it).
 PRIOR_COST_PER_DRAFTED_TOKEN = 0.5
+OPTIMISTIC_ALPHA = 0.9  # the acceptance a drafter is given the benefit of when deciding whether to try it at all
 
 
 def _ema(old: float | None, new: float) -> float:
@@ -52,7 +53,7 @@ class CycleCosts:
         self._known: list[int] = []  # sorted keys of _seconds
         self._since_plain = 0
         self._ratios: dict[int, float] = {}
-        self.drafts_seen = 0  # measurements of drafting cycles: what ``could_pay`` caches its answer by
+        self._drafts_seen = 0  # measurements of drafting cycles: what ``could_pay`` caches its answer by
         self._could_pay: dict[tuple[int, float], tuple[int, bool]] = {}
 
     def observe(self, k: int, seconds: float) -> None:
@@ -60,7 +61,7 @@ class CycleCosts:
             insort(self._known, k)
         self._seconds[k] = _ema(self._seconds.get(k), seconds)
         self._since_plain = 0 if k == 0 else self._since_plain + 1
-        self.drafts_seen += k > 0
+        self._drafts_seen += k > 0
 
     def ranked_lengths(self, draft_max: int) -> list[int]:
         """The lengths worth comparing (each cycle compares them all, so not every one up to ``draft_max``): the
@@ -118,24 +119,19 @@ class CycleCosts:
             self._ratios[k] = self.profile.ratio(k)
         return self._ratios[k]
 
-
-OPTIMISTIC_ALPHA = 0.9  # the acceptance a drafter is given the benefit of when deciding whether to try it at all
-
-
-def could_pay(costs: CycleCosts, draft_max: int, alpha: float = OPTIMISTIC_ALPHA) -> bool:
-    """Whether some length could beat a plain step at acceptance ``alpha``, once the drafting cost is measured on a
-    measured verify profile (before that: yes, try it). A model drafter beside a CPU target fails this after one
-    draft (measured: SmolLM2 costs 0.3 plain steps per token, and a verify pass over 16 tokens costs 9), so it is
-    neither asked nor probed again, and its prompt is never read."""
-    plain = costs.plain_step()
-    if plain is None or not costs.profile.measured or not costs.drafts_measured:
-        return True
-    key = (draft_max, alpha)
-    seen, answer = costs._could_pay.get(key, (-1, True))
-    if seen != costs.drafts_seen:  # only a new drafting measurement changes the answer much
-        answer = best_length(costs, alpha, costs.ranked_lengths(draft_max))[1] > 1.0 / plain
-        costs._could_pay[key] = (costs.drafts_seen, answer)
-    return answer
+    def could_pay(self, draft_max: int, alpha: float = OPTIMISTIC_ALPHA) -> bool:
+        """Whether some length could beat a plain step at acceptance ``alpha``, once the drafting cost is measured
+        on a measured verify profile (before that: yes, try it). A model drafter beside a CPU target fails this
+        after one draft (measured: SmolLM2 adds 0.6 to 1.3 plain steps per drafted token, and a pass over 2 tokens
+        costs 1.8), so it is neither asked nor probed again, and its prompt is not read again."""
+        plain = self.plain_step()
+        if plain is None or not self.profile.measured or not self.drafts_measured:
+            return True
+        seen, answer = self._could_pay.get((draft_max, alpha), (-1, True))
+        if seen != self._drafts_seen:  # only a new drafting measurement changes the answer much
+            answer = best_length(self, alpha, self.ranked_lengths(draft_max))[1] > 1.0 / plain
+            self._could_pay[(draft_max, alpha)] = (self._drafts_seen, answer)
+        return answer
 
 
 def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int]) -> tuple[int, float]:
@@ -264,7 +260,7 @@ class GatedPolicy(DraftPolicy):
                 return longer[0]
             return best
         self._idle += 1
-        if self._idle >= self._probe_after and could_pay(self.costs, self.draft_max):
+        if self._idle >= self._probe_after and self.costs.could_pay(self.draft_max):
             self._idle = 0
             self._probe_after = min(self._probe_after * 2, self.MAX_PROBE_INTERVAL)
             return self.candidates[0]

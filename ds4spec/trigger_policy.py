@@ -21,7 +21,6 @@ from ds4spec.policy import (
     DraftPolicy,
     best_length,
     candidate_lengths,
-    could_pay,
     expected_tokens,
 )
 from ds4spec.syntax_events import SyntaxTracker
@@ -113,7 +112,7 @@ class TriggerPolicy(DraftPolicy):
         if plain is None or self.draft_max <= 0 or self.learning.costs.plain_is_stale():
             return 0, "any"  # the first cycle measures a plain step: the yardstick for everything else
         allowed = [s for s in _CHOICE_SOURCES[model.rule.drafter] if s in self.sources] or list(self.sources)
-        allowed = [s for s in allowed if could_pay(self.learning.costs.tables[s], self.draft_max)]
+        allowed = [s for s in allowed if self.learning.costs.tables[s].could_pay(self.draft_max)]
         if not allowed:
             return 0, "any"
         untried = [s for s in allowed if model.attempts[s] == 0]

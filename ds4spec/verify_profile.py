@@ -2,8 +2,8 @@
 
 Why: the gate and the triggers choose a draft length by ``E(k) / cost(k)``, and a guess at ``cost(k)`` is
 badly wrong on a CPU. Measured on the project's 2-core machines with Qwen2.5-Coder-1.5B Q4_K_M, a span of
-n tokens costs 1.9, 3.3, 7.5, 9.1, 13 and 21 plain steps for n = 2, 4, 8, 16, 32 and 64: nearly linear up
-to 7 tokens, a jump at 8, and a dip at 16 (the batched kernels work in blocks). So the curve is measured
+n tokens costs 1.8, 3.4, 7.5, 8.8, 15 and 26.5 plain steps for n = 2, 4, 8, 16, 32 and 64: nearly linear
+up to 7 tokens, a jump at 8, and a dip at 16 (the batched kernels work in blocks). So the curve is measured
 once per model and machine, on the real target, and kept in ``<data dir>/verify-costs.json``; a policy
 then scales it by the plain step it measures online. A GPU's curve is flat, and the same code drafts far.
 """
