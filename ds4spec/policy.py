@@ -86,7 +86,7 @@ class CycleCosts:
 
     @property
     def drafts_measured(self) -> bool:
-        return any(k > 0 for k in self._seconds)
+        return self._drafts_seen > 0
 
     def cost(self, k: int) -> float:
         if k in self._seconds:

@@ -81,8 +81,8 @@ def measure(target: LlamaTarget, spans: tuple[int, ...] = SPANS) -> VerifyProfil
     if not usable or usable[0] != 1:
         return VerifyProfile.prior()
     tok = target.tokenizer
-    text = b"def measure(x):\n    return [x * i for i in range(10)]  # a line of code\n"
-    tokens = (tok.tokenize(text) * (1 + (PREFIX_TOKENS + usable[-1]) // max(len(tok.tokenize(text)), 1)))
+    line = tok.tokenize(b"def measure(x):\n    return [x * i for i in range(10)]  # a line of code\n")
+    tokens = line * (1 + (PREFIX_TOKENS + usable[-1]) // max(len(line), 1))
     target.reset()
     try:
         target.eval_prompt(tokens[:PREFIX_TOKENS])
