@@ -52,12 +52,12 @@ class Prompt:
 
 class Engine:
     def __init__(self, settings: Settings, target: LlamaTarget, drafter: GuardedDrafter | None,
-                 rules: RuleBook | None = None, profile: VerifyProfile | None = None) -> None:
+                 rules: RuleBook | None = None) -> None:
         self.settings = settings
         self.target = target
         self.drafter = drafter
         self.rules = rules  # trigger rules; None: one gate for every cycle
-        self.profile = profile  # the target's verify costs on this machine; measured once a drafter is loaded
+        self.profile: VerifyProfile | None = None  # the target's verify costs here; read once a drafter is loaded
         self.speculation = drafter is not None  # /spec on|off: a loaded drafter may be left idle
         self._lock = threading.Lock()
         self._forget()

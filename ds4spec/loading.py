@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -11,7 +10,7 @@ from ds4spec.config import Settings
 from ds4spec.drafters.factory import KEYWORDS, DrafterSpec, build_drafter
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.errors import ModelError, UsageError
-from ds4spec.llama_runtime import default_threads, gpu_offload_supported
+from ds4spec.llama_runtime import available_cores, default_threads, gpu_offload_supported
 from ds4spec.manifests import Pair, find_pair
 from ds4spec.speculative import SpecSettings
 from ds4spec.store import resolve_model
@@ -105,9 +104,8 @@ def drafter_has_spare_cores(settings: Settings) -> bool:
     a GPU leaves the CPU to the drafter; on a CPU the two must not need more threads than there are cores."""
     if settings.gpu_layers != 0 and gpu_offload_supported():
         return True
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     drafter_threads = settings.draft_threads or settings.threads or default_threads()
-    return cores >= (settings.threads or default_threads()) + drafter_threads
+    return available_cores() >= (settings.threads or default_threads()) + drafter_threads
 
 
 def load_rules(settings: Settings) -> RuleBook | None:
