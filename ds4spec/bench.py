@@ -172,6 +172,11 @@ def run(args: argparse.Namespace) -> int:
         report.settings["target_file"] = str(target.path)
         report.settings["gpu_layers"] = target.n_gpu_layers
         report.settings["drafters"] = {m: p.drafter.name for m, p in plans.items()}
+        report.settings["source_costs"] = {
+            m: {c.source: {"ms_per_token": round(c.seconds_per_token * 1000, 2),
+                           "plain_steps": round(c.seconds_per_token / profile.spans[1], 3), "asked": c.affordable}
+                for c in p.memory.costs if c.seconds_per_token is not None}
+            for m, p in plans.items()}
         _warm_up(target)
         for workload in workloads:
             _run_workload(target, plans, settings, load_tasks(workload, args.limit), args.fixed, report,
@@ -301,6 +306,11 @@ def _print_costs(report: Report) -> None:
         print()
         print("verify pass over n tokens, in plain steps: "
               + ", ".join(f"{n}: {ratio:.2f}" for n, ratio in profile.items()))
+    for mode, sources in report.settings.get("source_costs", {}).items():
+        for source, c in sources.items():
+            verdict = "asked" if c["asked"] else "not asked: it could not beat a plain step even at 90% acceptance"
+            print(f"{mode:<8} {source:<6} drafts cost {c['ms_per_token']:.1f} ms a token ({c['plain_steps']:.2f} "
+                  f"plain steps); {verdict}")
     for c in report.costs:
         lengths: dict[str, list[float]] = c["cycle_and_verify_steps"]  # type: ignore[assignment]
         print(f"{c['mode']:<8} {c['source']:<6} plain step {c['plain_step_ms']:.1f} ms; a cycle drafting k, "

@@ -9,14 +9,14 @@ every cycle: a sweep of them is what triggers are measured against. Any other mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
 from ds4spec.config import Settings
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.errors import UsageError
 from ds4spec.loading import load_drafter, load_rules
-from ds4spec.policy import AcceptanceModel, CycleCosts, DraftPolicy, FixedLength, GatedPolicy
-from ds4spec.trigger_policy import TriggerLearning, TriggerPolicy
+from ds4spec.policy import DraftPolicy, FixedLength
+from ds4spec.policy_memory import PolicyMemory
 from ds4spec.trigger_rules import RuleBook
 from ds4spec.verify_profile import VerifyProfile
 from ds4spec.workloads import Task
@@ -62,49 +62,42 @@ def task_language(task: Task) -> str:
 
 @dataclass(slots=True)
 class ModePlan:
-    """One mode, loaded: its settings, drafter and trigger rules, and what its triggers learned so far."""
+    """One mode, loaded: its settings, drafter and trigger rules, and what its policies learned so far."""
 
     name: str
     settings: Settings
     drafter: GuardedDrafter
     rules: RuleBook | None
+    memory: PolicyMemory
     fixed: int | None = None  # fixed-N modes
-    profile: VerifyProfile | None = None
-    learning: TriggerLearning = field(init=False)
-    gate_costs: CycleCosts = field(init=False)
-    gate_acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
-
-    def __post_init__(self) -> None:
-        self.learning = TriggerLearning(self.profile)
-        self.gate_costs = CycleCosts(self.profile)
 
     def policy(self, task: Task, fixed: bool) -> DraftPolicy:
-        """fixed-N: always N; ``--fixed``: always ``--draft-max``; triggers: per event; else the gate. Triggers
-        and the gate learn across the bench's prompts, as an engine learns across a session."""
+        """fixed-N: always N; ``--fixed``: always ``--draft-max``; else what an engine would use (triggers per
+        event, or the gate), learning across the bench's prompts as an engine learns across a session."""
         if self.fixed:
             return FixedLength(self.fixed)
         if fixed:
             return FixedLength(self.settings.draft_max)
-        if self.rules is not None:
-            return TriggerPolicy(self.rules, task_language(task), self.settings.draft_max, self.drafter.sources,
-                                 self.learning)
-        return GatedPolicy(self.settings.draft_max, self.gate_costs, self.gate_acceptance)
+        return self.memory.policy(self.rules, task_language(task), self.settings.draft_max)
 
 
-def load_mode(settings: Settings, mode: str, profile: VerifyProfile | None = None) -> ModePlan:
+def load_mode(settings: Settings, mode: str, profile: VerifyProfile) -> ModePlan:
+    """The mode's drafter and rules, its sources' costs measured against ``profile`` (the target is idle)."""
     chosen = mode_settings(settings, mode)
     rules = load_rules(chosen)  # a broken rule file fails before the drafter loads
     drafter = load_drafter(chosen)
     if drafter is None:
         raise UsageError(f"--mode {mode!r} has no drafter to compare with plain decoding")
-    return ModePlan(mode, chosen, drafter, rules, fixed_length(mode), profile)
+    memory = PolicyMemory.measure(drafter, profile, chosen.draft_max, check=chosen.cost_check)
+    return ModePlan(mode, chosen, drafter, rules, memory, fixed_length(mode))
 
 
 def learned_costs(plan: ModePlan) -> list[dict[str, object]]:
     """Per drafter source, what the mode's policy measured over the whole bench: the plain step, and for each
     drafted length the whole cycle and the verify pass alone (the profile), in plain steps; the difference is
     what drafting and the loop added. Sources that never drafted are left out."""
-    tables = plan.learning.costs.tables if plan.rules is not None else {"any": plan.gate_costs}
+    memory = plan.memory
+    tables = memory.learning.costs.tables if plan.rules is not None else {"any": memory.gate_costs}
     rows: list[dict[str, object]] = []
     for source, table in tables.items():
         plain = table.plain_step()

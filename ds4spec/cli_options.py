@@ -29,7 +29,7 @@ def add_speculation_options(parser: argparse.ArgumentParser) -> None:
                    "file or a transformers model directory, lookup (copies matching earlier text), hybrid "
                    "(lookup, else the pair's model drafter) or none (plain decoding); default: the pair's drafter")
     g.add_argument("--draft-max", type=int, metavar="N", help="the most target tokens per draft; 0 disables "
-                   "speculation (default 16; the gate picks shorter drafts where they pay better)")
+                   "speculation (default 64; the policies pick shorter drafts where they pay better)")
     g.add_argument("--draft-backend", choices=("llama", "torch"), help="run a model drafter with llama.cpp or "
                    "transformers/torch (default: the pair's choice, else llama)")
     g.add_argument("--p-min", type=float, metavar="P", help="a model drafter stops when its top probability "
@@ -40,6 +40,9 @@ def add_speculation_options(parser: argparse.ArgumentParser) -> None:
                    "draft is benched for the rest of the generation (default 2)")
     g.add_argument("--draft-threads", type=int, metavar="N", help="CPU threads of a llama.cpp drafter (default 1: "
                    "a drafter's idle threads spin and slow the target's next steps by a fifth on 2 cores)")
+    g.add_argument("--no-cost-check", dest="cost_check", action="store_const", const=False, help="also ask a "
+                   "drafter source whose cost, measured at load, says it cannot beat plain decoding here (the "
+                   "policies still stop asking it once they have measured it)")
     g.add_argument("--no-triggers", dest="triggers", action="store_const", const=False, help="let one gate "
                    "choose draft lengths instead of syntax-event triggers (triggers are on by default)")
     g.add_argument("--triggers", dest="trigger_files", action="append", metavar="PATH", help="a trigger rule "
@@ -69,7 +72,7 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 _SETTING_FLAGS = (
     "target", "ctx", "threads", "gpu_layers", "batch", "max_tokens", "temperature", "top_k", "top_p", "min_p",
     "repeat_penalty", "seed", "stop", "pair", "draft", "draft_max", "draft_backend", "p_min", "warmup",
-    "draft_deadline", "draft_threads", "triggers", "trigger_files", "language",
+    "draft_deadline", "draft_threads", "cost_check", "triggers", "trigger_files", "language",
 )
 
 

@@ -21,12 +21,12 @@ from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.errors import InputError
 from ds4spec.events import Event
 from ds4spec.loading import check_settings, drafter_spec, load_drafter, load_rules, load_target, spec_settings
-from ds4spec.policy import AcceptanceModel, CycleCosts, DraftPolicy, GatedPolicy
+from ds4spec.policy import DraftPolicy, GatedPolicy
+from ds4spec.policy_memory import PolicyMemory
 from ds4spec.prompt import ChatMessage, chat_tokens, completion_tokens, fim_tokens
 from ds4spec.speculative import generate_speculative
 from ds4spec.target import LlamaTarget
 from ds4spec.tokenizer import LlamaTokenizer
-from ds4spec.trigger_policy import TriggerLearning, TriggerPolicy
 from ds4spec.trigger_rules import RuleBook
 from ds4spec.verify_profile import VerifyProfile, profile_for
 
@@ -63,12 +63,14 @@ class Engine:
         self._forget()
 
     def _forget(self) -> None:
-        """What policies learned about this drafter, kept across generations: a new drafter starts afresh."""
-        if self.drafter is not None and self.profile is None:
-            self.profile = profile_for(self.target)
-        self._learning = TriggerLearning(self.profile)
-        self._gate_costs = CycleCosts(self.profile)
-        self._gate_acceptance = AcceptanceModel()
+        """What policies learned about this drafter, kept across generations: a new drafter starts afresh, its
+        sources' costs measured against the target's verify profile."""
+        self.memory: PolicyMemory | None = None
+        if self.drafter is not None:
+            if self.profile is None:
+                self.profile = profile_for(self.target)
+            self.memory = PolicyMemory.measure(self.drafter, self.profile, self.settings.draft_max,
+                                              check=self.settings.cost_check)
 
     @classmethod
     def load(cls, settings: Settings) -> Engine:
@@ -174,10 +176,9 @@ class Engine:
 
     def policy(self, prompt: Prompt) -> DraftPolicy:
         """Triggers for the prompt's language, or one gate; both keep learning across generations."""
-        draft_max = self.settings.draft_max
-        if self.rules is not None and self.drafter is not None:
-            return TriggerPolicy(self.rules, prompt.language, draft_max, self.drafter.sources, self._learning)
-        return GatedPolicy(draft_max, self._gate_costs, self._gate_acceptance)
+        if self.memory is None:
+            return GatedPolicy(self.settings.draft_max)
+        return self.memory.policy(self.rules, prompt.language, self.settings.draft_max)
 
     def complete(self, prefix: str, suffix: str | None = None, **kwargs: object) -> Iterator[Event]:
         return self.generate(self.completion_prompt(prefix, suffix), **kwargs)  # type: ignore[arg-type]

@@ -134,6 +134,15 @@ class CycleCosts:
         return answer
 
 
+def could_pay_on(profile: VerifyProfile, draft_cost: float, draft_max: int, alpha: float = OPTIMISTIC_ALPHA) -> bool:
+    """Whether drafting at ``draft_cost`` plain steps per drafted token could beat plain decoding at acceptance
+    ``alpha`` on ``profile``, charging only the verify pass and the drafting (an upper bound on the rate: a
+    source that fails this is not worth a try). On the measured 2-core CPU profile a free drafter passes (a
+    pass over 2 tokens costs 1.8 steps and yields 1.9 at 90%); one at 0.1 steps a token or more does not."""
+    lengths = {*candidate_lengths(draft_max), *(n - 1 for n in profile.spans if 1 <= n - 1 <= draft_max)}
+    return any(expected_tokens(alpha, k) > profile.ratio(k) + draft_cost * k for k in lengths)
+
+
 def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int]) -> tuple[int, float]:
     """Among ``lengths``, the one with the best expected rate ``E(k) / cost(k)`` (the shorter on a tie), and
     that rate; ``(0, 0.0)`` when ``lengths`` is empty."""
@@ -228,8 +237,10 @@ class GatedPolicy(DraftPolicy):
     FIRST_PROBE_AFTER = 8
     MAX_PROBE_INTERVAL = 256
 
-    def __init__(self, draft_max: int, costs: CycleCosts | None = None, acceptance: AcceptanceModel | None = None):
+    def __init__(self, draft_max: int, costs: CycleCosts | None = None, acceptance: AcceptanceModel | None = None,
+                 source: str = "any") -> None:
         self.draft_max = draft_max
+        self.source = source  # a hybrid drafter whose model cannot pay here is asked for lookup only
         self.costs = costs or CycleCosts()
         self.acceptance = acceptance or AcceptanceModel()
         self.candidates = candidate_lengths(draft_max)

@@ -86,7 +86,7 @@ class TriggerPolicy(DraftPolicy):
                  learning: TriggerLearning | None = None) -> None:
         self.draft_max = draft_max
         self.tracker = SyntaxTracker(book, language)
-        self.sources = tuple(s for s in sources if s in SOURCES) or ("model",)
+        self.sources = tuple(s for s in sources if s in SOURCES)  # none: every cycle is a plain step
         self.learning = learning or TriggerLearning()
         self.candidates = candidate_lengths(draft_max)
         self._current: EventModel | None = None
@@ -136,9 +136,10 @@ class TriggerPolicy(DraftPolicy):
             return self.candidates[0], self._ask([source])
         return 0, "any"
 
-    def _ask(self, sources: list[str]) -> str:
+    @staticmethod
+    def _ask(sources: list[str]) -> str:
         """One source when one is named; ``any`` (both untried) lets a hybrid try lookup, then the model."""
-        return sources[0] if len(sources) == 1 and len(self.sources) > 1 else "any"
+        return sources[0] if len(sources) == 1 else "any"
 
     def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:
         """The measured length with the best expected rate; while the longest measured one is the best, the next

@@ -79,6 +79,30 @@ def test_catching_up_is_reported_apart_from_drafting_and_has_its_own_deadline() 
     guard.close()
 
 
+def test_only_reading_the_prompt_is_reported_apart_later_catch_ups_are_part_of_the_draft() -> None:
+    """Reading what was committed since the last draft happens every drafting cycle: it is a draft's cost."""
+    guard = GuardedDrafter(RecordingDrafter(prepare_s=0.05), background=False)
+    _follow(guard, [b"text"])
+    assert guard.propose(4).sync_seconds >= 0.05
+    guard.extend(b" more")
+    assert guard.propose(4).sync_seconds == 0.0
+    guard.close()
+
+
+def test_a_call_alone_runs_on_the_worker_and_a_failing_one_gives_none() -> None:
+    drafter = RecordingDrafter()
+    guard = GuardedDrafter(drafter, background=False)
+    assert guard.call_alone(lambda d: d.propose_from("model", 1).text) == b" more"
+    assert drafter.calls == [("propose_from:model", 1)]
+
+    def broken(d: Drafter) -> bytes:
+        raise RuntimeError("no model")
+
+    assert guard.call_alone(broken) is None
+    assert guard.failures.raised == 1
+    guard.close()
+
+
 def test_a_new_generation_drops_the_text_recorded_for_the_last_one() -> None:
     drafter = RecordingDrafter()
     guard = GuardedDrafter(drafter, background=False)

@@ -53,6 +53,9 @@ POLICIES: dict[str, Callable[[Drafter, str], DraftPolicy]] = {
     # With a measured, nearly flat verify curve (a GPU's): the gate ranks every length and drafts long.
     "gated-flat": lambda drafter, language: GatedPolicy(8, CycleCosts(FLAT_PROFILE)),
     "triggers": lambda drafter, language: TriggerPolicy(_rule_book(), language, 8, drafter.sources),
+    # A hybrid whose model could not pay here (ds4spec.draft_cost): only its lookup half is asked.
+    "gated-lookup-only": lambda drafter, language: GatedPolicy(8, CycleCosts(FLAT_PROFILE), source="lookup"),
+    "triggers-lookup-only": lambda drafter, language: TriggerPolicy(_rule_book(), language, 8, ("lookup",)),
 }
 OTHER = {"bpe": "spm", "spm": "bpe"}
 FLAT_PROFILE = VerifyProfile({1: 1.0, 16: 1.2, 64: 1.6}, "measured")
@@ -101,7 +104,8 @@ def test_greedy_speculative_output_equals_plain_for_every_drafter_and_policy(
         for name, drafter in _drafters(target, tiny_models, future).items():
             # Every policy with the oracle (it exercises acceptance); the others with a fixed one, the gate and
             # the triggers (which ask a hybrid drafter's lookup or model half by name).
-            policies = POLICIES if name == "oracle" else ["fixed4", "gated", "gated-flat", "triggers"]
+            policies = POLICIES if name == "oracle" else ["fixed4", "gated", "gated-flat", "triggers",
+                                                          "gated-lookup-only", "triggers-lookup-only"]
             for policy in policies:
                 spec, _, guarded = run_spec(target, drafter, request, prompt,
                                             policy=POLICIES[policy](drafter, _language(prompt)))

@@ -215,7 +215,7 @@ def test_a_rule_naming_one_source_asks_only_that_one(book: RuleBook, tmp_path: P
     assert (_at(policy, COMMENT), policy.source) == (5, "lookup")
     assert (_at(policy, STRING), policy.source) == (3, "model")
     model_only = TriggerPolicy(custom, "python", 16, ("model",), policy.learning)
-    assert _at(model_only, COMMENT) == 5 and model_only.source == "any"  # the drafter has no lookup: its own
+    assert _at(model_only, COMMENT) == 5 and model_only.source == "model"  # the drafter has no lookup: its own
 
 
 # -- end to end on a tiny real model ---------------------------------------------------------------------

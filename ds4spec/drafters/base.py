@@ -53,8 +53,8 @@ class Draft:
     source: str  # "model" or "lookup"
     drafter_tokens: int = 0  # how many of its own tokens the drafter generated (cost accounting)
     confidences: Sequence[float] = field(default_factory=tuple)
-    # Seconds spent catching up with text committed while the drafter was not asked (the prompt, plain steps):
-    # the price of having skipped it, not of this draft's length.
+    # Seconds spent reading the prompt before this draft (a drafter that waits its turn reads it when first asked):
+    # paid once per generation, not a cost of this draft's length.
     sync_seconds: float = 0.0
 
 

@@ -10,21 +10,26 @@ without waiting and ``prepare`` makes a model drafter read its prompt while the 
 CPU whose cores the target already uses, drafter work beside a target pass slows that pass down (measured
 on 2 cores: a drafter reading its prompt made each plain step of the target 2.8x slower), so without
 ``background`` the text is only recorded, and the drafter catches up just before it is asked for a draft:
-a drafter that the policy never asks costs nothing. That catch-up (``Draft.sync_seconds``) has its own,
-longer deadline, since reading a long prompt is work, not a hang.
+a drafter that the policy never asks costs nothing. That catch-up has its own, longer deadline, since reading
+a long prompt is work, not a hang; the part that reads the prompt is reported as ``Draft.sync_seconds`` (a
+generation pays it once, whatever the draft lengths), while reading the text committed since the last draft
+is part of every drafting cycle's cost.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CATCH_UP_DEADLINE_S = 60.0  # reading a long prompt on one CPU thread takes seconds; a hang takes forever
 
@@ -88,11 +93,13 @@ class GuardedDrafter:
             return NO_DRAFT
         sync_seconds = 0.0
         if not self.background:
+            reads_prompt = self._context is not None
             start = time.perf_counter()
             self._last = self._pool.submit(self._catch_up, source)
             if not self._wait(self._last, CATCH_UP_DEADLINE_S):
                 return NO_DRAFT
-            sync_seconds = time.perf_counter() - start
+            if reads_prompt:  # once per generation; reading what was committed since the last draft is every cycle's
+                sync_seconds = time.perf_counter() - start
         if source == "any":
             future = self._pool.submit(self.drafter.propose, max_tokens)
         else:
@@ -106,6 +113,13 @@ class GuardedDrafter:
             log.warning("drafter %s returned %r instead of a Draft of bytes", self.name, type(draft))
             return NO_DRAFT
         return replace(draft, sync_seconds=draft.sync_seconds + sync_seconds) if sync_seconds else draft
+
+    def call_alone(self, call: Callable[[Drafter], T]) -> T | None:
+        """``call(drafter)`` on the worker between generations (a measurement), under the catch-up deadline; None
+        when it raises or hangs. The next generation's ``begin`` starts the drafter afresh."""
+        future = self._pool.submit(call, self.drafter)
+        self._last = future
+        return future.result() if self._wait(future, CATCH_UP_DEADLINE_S) else None
 
     def _catch_up(self, source: str) -> None:
         """Passes on the recorded begin and text, then lets the drafter read them (worker thread)."""

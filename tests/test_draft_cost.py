@@ -1,0 +1,164 @@
+"""A drafter source's cost, measured at load: a source that could not pay on this machine is never asked."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from spec_helpers import OracleDrafter, run_plain
+
+from ds4spec.config import Settings
+from ds4spec.decode import GenerationRequest
+from ds4spec.draft_cost import seconds_per_token, source_costs
+from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.drafters.hybrid import HybridDrafter
+from ds4spec.drafters.lookup import LookupDrafter
+from ds4spec.engine import Engine
+from ds4spec.events import Finished
+from ds4spec.policy import FixedLength, GatedPolicy, could_pay_on
+from ds4spec.policy_memory import PolicyMemory
+from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.trigger_policy import TriggerPolicy
+from ds4spec.trigger_rules import load_rulebook
+from ds4spec.verify_profile import VerifyProfile
+
+# Measured on a 2-core CPU with Qwen2.5-Coder-1.5B Q4_K_M: seconds per verify span (a plain step is 31 ms).
+CPU = VerifyProfile({1: 0.031, 2: 0.059, 4: 0.104, 8: 0.233, 12: 0.294, 16: 0.285, 32: 0.446, 64: 0.721}, "measured")
+GPU = VerifyProfile({1: 0.006, 16: 0.0066, 64: 0.0075}, "measured")  # nearly flat
+
+
+class TimedModel(Drafter):
+    """A model drafter whose every proposal takes ``seconds``; counts its proposals."""
+
+    name = "timed"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.proposals = 0
+
+    def begin(self, context: DraftContext) -> None:
+        pass
+
+    def extend(self, committed: bytes) -> None:
+        pass
+
+    def propose(self, max_tokens: int) -> Draft:
+        self.proposals += 1
+        time.sleep(self.seconds)
+        return Draft(b" x", "model", 1)
+
+
+class ClairvoyantLookup(OracleDrafter):
+    """The lookup half, knowing the target's future text (the tiny model's output never repeats its input)."""
+
+    sources = ("lookup",)
+
+    def propose(self, max_tokens: int) -> Draft:
+        return replace(super().propose(max_tokens), source="lookup")
+
+
+def test_a_free_drafter_could_pay_on_the_cpu_curve_but_not_at_a_tenth_of_a_step_a_token() -> None:
+    assert could_pay_on(CPU, 0.0, 64)  # 1.9 tokens at 90% for a pass over 2 tokens that costs 1.9 steps
+    assert not could_pay_on(CPU, 0.1, 64)
+    assert not could_pay_on(CPU, 12 / 31, 64)  # SmolLM2-135M beside the 1.5B target, measured
+    assert could_pay_on(GPU, 0.3, 64)  # where a pass costs about a step, a drafter at a third of one pays
+    assert not could_pay_on(CPU, 0.0, 64, alpha=0.5)
+
+
+def test_a_source_is_timed_per_drafted_token_after_a_commit() -> None:
+    model = TimedModel(0.02)
+    assert seconds_per_token(model, "model") == pytest.approx(0.02, abs=0.015)
+    assert model.proposals > 1  # the fastest of several
+
+
+def test_a_source_with_nothing_to_offer_is_not_timed() -> None:
+    class Mute(TimedModel):
+        def propose(self, max_tokens: int) -> Draft:
+            return NO_DRAFT
+
+    assert seconds_per_token(Mute(0.0), "model") is None
+
+
+def test_a_model_too_slow_for_the_profile_is_not_asked_while_lookup_always_is() -> None:
+    slow = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.01)))  # a third of the CPU step
+    costs = {c.source: c for c in source_costs(slow, CPU, 64)}
+    assert costs["lookup"].affordable and costs["lookup"].seconds_per_token is None
+    assert not costs["model"].affordable and costs["model"].seconds_per_token == pytest.approx(0.01, abs=0.01)
+    fast = GuardedDrafter(TimedModel(0.0))
+    assert [c.affordable for c in source_costs(fast, GPU, 64)] == [True]
+    slow.close()
+    fast.close()
+
+
+def test_without_a_measured_profile_every_source_may_try_and_nothing_is_timed() -> None:
+    model = TimedModel(0.05)
+    guard = GuardedDrafter(model)
+    assert [c.affordable for c in source_costs(guard, VerifyProfile.prior(), 64)] == [True]
+    assert model.proposals == 0
+    guard.close()
+
+
+def test_a_failing_measurement_leaves_the_source_to_online_learning() -> None:
+    class Broken(TimedModel):
+        def begin(self, context: DraftContext) -> None:
+            raise RuntimeError("no model")
+
+    guard = GuardedDrafter(Broken(0.0))
+    assert [(c.seconds_per_token, c.affordable) for c in source_costs(guard, CPU, 64)] == [(None, True)]
+    guard.close()
+
+
+def test_the_policies_ask_only_the_sources_that_could_pay() -> None:
+    guard = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.01)))
+    memory = PolicyMemory.measure(guard, CPU, 64)
+    assert memory.sources == ("lookup",)
+    gate = memory.policy(None, "python", 64)
+    assert isinstance(gate, GatedPolicy) and gate.source == "lookup"
+    triggers = memory.policy(load_rulebook(), "python", 64)
+    assert isinstance(triggers, TriggerPolicy) and triggers.sources == ("lookup",)
+    unchecked = PolicyMemory.measure(guard, CPU, 64, check=False)
+    assert unchecked.sources == ("lookup", "model") and unchecked.policy(None, "python", 64).source == "any"
+    guard.close()
+
+
+def test_with_no_source_that_could_pay_every_cycle_is_a_plain_step() -> None:
+    guard = GuardedDrafter(TimedModel(0.01))
+    policy = PolicyMemory.measure(guard, CPU, 64).policy(None, None, 64)
+    assert isinstance(policy, FixedLength) and policy.draft_length() == 0
+    guard.close()
+
+
+# -- an engine on a tiny real model ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def target(tiny_bpe_gguf: Path) -> Iterator[LlamaTarget]:
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=1024, n_gpu_layers=0)) as t:
+        yield t
+
+
+@pytest.mark.parametrize("triggers", [True, False], ids=["triggers", "gate"])
+def test_an_engine_never_asks_a_model_that_cannot_pay_and_its_output_equals_plain(
+    target: LlamaTarget, triggers: bool
+) -> None:
+    """A model a hundred times slower than the tiny target's step: measured once at load, never asked again."""
+    prompt = "import os\nimport sys\nimport os\nimport sys\nimport os\n"
+    plain = run_plain(target, GenerationRequest(target.tokenizer.tokenize(prompt.encode(), add_special=True),
+                                                max_tokens=48))
+    model = TimedModel(0.05)
+    lookup = ClairvoyantLookup(target.tokenizer.detokenize(plain.tokens))
+    drafter = GuardedDrafter(HybridDrafter(lookup, model), background=False)
+    rules = load_rulebook() if triggers else None
+    engine = Engine(Settings(warmup=0, max_tokens=48, language="python"), target, drafter, rules)
+    assert engine.memory is not None and engine.memory.sources == ("lookup",)
+    measured = model.proposals
+    finished = list(engine.complete(prompt))[-1]
+    assert isinstance(finished, Finished)
+    assert finished.tokens == plain.tokens
+    assert model.proposals == measured  # not one draft asked of it
+    assert finished.stats.accepted_tokens > 0  # lookup is still asked
+    drafter.close()
