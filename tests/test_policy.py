@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from ds4spec.drafters.base import DraftContext
 from ds4spec.policy import AcceptanceModel, CycleCosts, GatedPolicy, candidate_lengths, expected_tokens
 from ds4spec.verify_profile import VerifyProfile
 
@@ -72,6 +73,21 @@ def test_acceptance_follows_recent_outcomes() -> None:
     for _ in range(100):
         model.observe(4, 0)
     assert high > 0.95 and model.alpha < 0.25  # a memory of about 30 cycles
+
+
+def test_a_new_generation_lets_new_evidence_move_acceptance_quickly() -> None:
+    """After an edit session the gate must not spend long drafts on prose for long: a new prompt may be another
+    kind of text, so what earlier generations taught weighs only a few drafts."""
+    learned, carried = AcceptanceModel(), AcceptanceModel()
+    for model in (learned, carried):
+        for _ in range(200):
+            model.observe(16, 16)
+    GatedPolicy(64, acceptance=carried).begin(DraftContext(text=b"Write a poem."))
+    assert carried.alpha == pytest.approx(learned.alpha)  # the estimate itself is kept
+    for model in (learned, carried):
+        for _ in range(3):
+            model.observe(8, 0)
+    assert learned.alpha > 0.9 and carried.alpha < 0.7
 
 
 def test_a_plain_step_is_taken_now_and_then_so_its_cost_never_goes_stale() -> None:
