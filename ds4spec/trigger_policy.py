@@ -169,9 +169,10 @@ class TriggerPolicy(DraftPolicy):
             self._learn("model", 1, 0)
         else:
             costs.observe_plain(cycle_seconds)  # a plain step, or a lookup miss (which costs nothing)
-            if requested:
+            if requested and "model" in self.sources:
                 # For this event, a miss of lookup's like the model's below: else lookup, never found wanting, would
-                # be asked (and probed) here forever in place of a model that pays.
+                # be asked (and probed) here forever in place of a model that pays. With no model to prefer, a
+                # miss teaches nothing: counted, misses in HumanEval's code kept lookup from the edits' code lines.
                 self._learn("lookup", 1, 0)
 
     def _learn(self, source: str, drafted: int, accepted: int) -> None:

@@ -195,6 +195,16 @@ class HybridMachine:
                 policy.observe(k, 0, 0, 1.0, "none")  # asked lookup only, and it had nothing
 
 
+def test_without_a_model_lookup_misses_do_not_keep_lookup_from_its_matches(book: RuleBook) -> None:
+    """Code that lookup cannot copy (a new function) must not stop it where it can (an edited file)."""
+    policy = TriggerPolicy(book, "python", 16, ("lookup",))
+    policy.observe(0, 0, 0, 1.0, "none")
+    for _ in range(100):  # a new function: nothing to copy
+        k = _at(policy, COMMENT)
+        policy.observe(k, 0, 0, 1.0, "none")
+    assert _at(policy, COMMENT) > 0 and policy.source == "lookup"
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_each_event_asks_the_source_that_pays_there(book: RuleBook, seed: int) -> None:
     """Seed 0 starts the string event with an unlucky model draft: lookup's misses there must still count
