@@ -53,8 +53,7 @@ class CycleCosts:
         self._known: list[int] = []  # sorted keys of _seconds
         self._since_plain = 0
         self._ratios: dict[int, float] = {}
-        self._drafts_seen = 0  # measurements of drafting cycles: what ``could_pay`` caches its answer by
-        self._could_pay: dict[tuple[int, float], tuple[int, bool]] = {}
+        self._drafts_seen = 0  # measurements of drafting cycles
 
     def observe(self, k: int, seconds: float) -> None:
         if k not in self._seconds:
@@ -118,20 +117,6 @@ class CycleCosts:
         if k not in self._ratios:
             self._ratios[k] = self.profile.ratio(k)
         return self._ratios[k]
-
-    def could_pay(self, draft_max: int, alpha: float = OPTIMISTIC_ALPHA) -> bool:
-        """Whether some length could beat a plain step at acceptance ``alpha``, once the drafting cost is measured
-        on a measured verify profile (before that: yes, try it). A model drafter beside a CPU target fails this
-        after one draft (measured: SmolLM2 adds 0.6 to 1.3 plain steps per drafted token, and a pass over 2 tokens
-        costs 1.8), so it is neither asked nor probed again, and its prompt is not read again."""
-        plain = self.plain_step()
-        if plain is None or not self.profile.measured or not self.drafts_measured:
-            return True
-        seen, answer = self._could_pay.get((draft_max, alpha), (-1, True))
-        if seen != self._drafts_seen:  # only a new drafting measurement changes the answer much
-            answer = best_length(self, alpha, self.ranked_lengths(draft_max))[1] > 1.0 / plain
-            self._could_pay[(draft_max, alpha)] = (self._drafts_seen, answer)
-        return answer
 
 
 def could_pay_on(profile: VerifyProfile, draft_cost: float, draft_max: int, alpha: float = OPTIMISTIC_ALPHA) -> bool:
@@ -279,13 +264,14 @@ class GatedPolicy(DraftPolicy):
             best = max([0, *measured], key=lambda k: (self.expected_rate(k), -k))
         if best > 0:
             self._idle = 0
+            self._probe_after = self.FIRST_PROBE_AFTER  # drafting pays again: the next lull is watched closely
             # Climb: while the longest length tried is the best, try the next longer one (once).
             longer = [k for k in self.candidates if k > best and not self.costs.measured(k)]
             if best == measured[-1] and longer and not self.costs.profile.measured:
                 return longer[0]
             return best
         self._idle += 1
-        if self._idle >= self._probe_after and self.costs.could_pay(self.draft_max):
+        if self._idle >= self._probe_after:
             self._idle = 0
             self._probe_after = min(self._probe_after * 2, self.MAX_PROBE_INTERVAL)
             return self.candidates[0]
@@ -298,5 +284,3 @@ class GatedPolicy(DraftPolicy):
         self.costs.observe(drafted, cycle_seconds)
         if drafted:
             self.acceptance.observe(drafted, accepted)
-            if accepted:
-                self._probe_after = self.FIRST_PROBE_AFTER

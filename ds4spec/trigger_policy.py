@@ -64,9 +64,6 @@ class EventModel:
         self.idle = 0
         self.probe_after = self.FIRST_PROBE_AFTER
 
-    def note_accepted(self) -> None:
-        self.probe_after = self.FIRST_PROBE_AFTER
-
 
 class TriggerLearning:
     """Costs and per-event models, kept by an engine across generations (reset when its drafter changes)."""
@@ -112,7 +109,6 @@ class TriggerPolicy(DraftPolicy):
         if plain is None or self.draft_max <= 0 or self.learning.costs.plain_is_stale():
             return 0, "any"  # the first cycle measures a plain step: the yardstick for everything else
         allowed = [s for s in _CHOICE_SOURCES[model.rule.drafter] if s in self.sources] or list(self.sources)
-        allowed = [s for s in allowed if self.learning.costs.tables[s].could_pay(self.draft_max)]
         if not allowed:
             return 0, "any"
         untried = [s for s in allowed if model.attempts[s] == 0]
@@ -127,6 +123,7 @@ class TriggerPolicy(DraftPolicy):
             # Only the best source: with "any", a model would be asked for the length that suits lookup
             # whenever lookup has no match (measured on edits: 18% of the time drafting, against 0% for lookup).
             model.idle = 0
+            model.probe_after = model.FIRST_PROBE_AFTER  # drafting pays again: the next lull is watched closely
             return best[0], self._ask([best[1]])
         model.idle += 1
         if model.idle >= model.probe_after:
@@ -181,5 +178,3 @@ class TriggerPolicy(DraftPolicy):
             return
         model.attempts[source] += 1
         model.acceptance[source].observe(drafted, accepted)
-        if accepted:
-            model.note_accepted()
