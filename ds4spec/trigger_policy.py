@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ds4spec.drafters.base import DraftContext
 from ds4spec.policy import (
+    CARRIED_TRIALS,
     AcceptanceModel,
     CycleCosts,
     DraftPolicy,
@@ -64,6 +65,13 @@ class EventModel:
         self.idle = 0
         self.probe_after = self.FIRST_PROBE_AFTER
 
+    def new_generation(self) -> None:
+        """Keeps what was learned, lightly held (``CARRIED_TRIALS``), and watches the event closely again."""
+        for acceptance in self.acceptance.values():
+            acceptance.carry_over(CARRIED_TRIALS)
+        self.idle = 0
+        self.probe_after = self.FIRST_PROBE_AFTER
+
 
 class TriggerLearning:
     """Costs and per-event models, kept by an engine across generations (reset when its drafter changes)."""
@@ -92,6 +100,8 @@ class TriggerPolicy(DraftPolicy):
     def begin(self, context: DraftContext) -> None:
         # A chat answer is written from nothing; a completion continues its prompt text.
         self.tracker.begin(context.text if context.text is not None else b"")
+        for model in self.learning.events.values():
+            model.new_generation()
 
     def extend(self, committed: bytes) -> None:
         self.tracker.extend(committed)

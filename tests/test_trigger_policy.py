@@ -44,8 +44,8 @@ def book(tmp_path_factory: pytest.TempPathFactory) -> RuleBook:
 
 
 def _at(policy: TriggerPolicy, text: bytes) -> int:
-    """The length the policy drafts when the text ends at ``text``'s end."""
-    policy.begin(DraftContext(text=text))
+    """The length the policy drafts when the text ends at ``text``'s end (in the same generation)."""
+    policy.tracker.begin(text)
     return policy.draft_length()
 
 
@@ -203,6 +203,26 @@ def test_without_a_model_lookup_misses_do_not_keep_lookup_from_its_matches(book:
         k = _at(policy, COMMENT)
         policy.observe(k, 0, 0, 1.0, "none")
     assert _at(policy, COMMENT) > 0 and policy.source == "lookup"
+
+
+def test_a_new_generation_keeps_what_an_event_taught_but_lets_new_evidence_move_it(book: RuleBook) -> None:
+    """After HumanEval taught that lookup fails in new code, an edited file's code lines must win it back soon."""
+    learning = TriggerLearning()
+    first = TriggerPolicy(book, "python", 16, ("lookup",), learning)
+    first.begin(DraftContext(text=b""))
+    first.observe(0, 0, 0, 1.0, "none")
+    for _ in range(60):  # new code: lookup's drafts are rejected
+        k = _at(first, COMMENT)
+        first.observe(k, k, 0, 1.0 + 0.3 * k, "lookup" if k else "none")
+    comment = learning.events["python.comment"]
+    low = comment.acceptance["lookup"].alpha
+    assert low < 0.2 and comment.probe_after > comment.FIRST_PROBE_AFTER
+    second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
+    second.begin(DraftContext(text=b""))
+    assert comment.acceptance["lookup"].alpha == pytest.approx(low) and comment.probe_after == comment.FIRST_PROBE_AFTER
+    for _ in range(3):
+        comment.acceptance["lookup"].observe(4, 4)  # a copied file: accepted
+    assert comment.acceptance["lookup"].alpha > 0.6
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
