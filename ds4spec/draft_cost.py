@@ -3,8 +3,8 @@ sources could pay on this target at all.
 
 Why: a policy learns a source's cost by drafting with it, and that first draft is not free. On the project's
 2-core CPU a SmolLM2-135M draft costs about 12 ms a token against a 31 ms step of the 1.5B target, and a
-verify pass over 2 tokens already costs 1.8 steps: that drafter cannot beat plain decoding at any acceptance.
-Learning so online cost 15% of HumanEval's 26-token answers (the one exploratory draft read the prompt).
+verify pass over 2 tokens already costs 1.8 steps: that drafter cannot beat plain decoding even at 90%
+acceptance. Learning so online cost 15% of HumanEval's 26-token answers (the one exploratory draft read the prompt).
 Measured here instead, on a short text while the target is idle, a source that could not beat a plain step
 even at 90% acceptance and with nothing but its forward passes charged (a lower bound) is never asked.
 """
