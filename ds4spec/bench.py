@@ -31,7 +31,7 @@ from ds4spec.peers import PEER_KEYS, PeerSetup, build_peer_groups, parse_peers
 from ds4spec.peers.base import TargetVocab
 from ds4spec.sampling import SamplingSettings
 from ds4spec.speculative import generate_speculative
-from ds4spec.stats import EventCounts
+from ds4spec.stats import EventCounts, acceptance_rate, mean_accepted_length
 from ds4spec.target import LlamaTarget
 from ds4spec.verify_profile import profile_for
 from ds4spec.workloads import WORKLOADS, Task, load_tasks
@@ -120,8 +120,8 @@ class Tally:
             "seconds": round(self.seconds, 3),
             "tokens_per_second": round(rate, 2),
             "speedup": round(rate / plain_rate, 3) if plain_rate else 0.0,
-            "acceptance": round(self.accepted / self.drafted, 3) if self.drafted else 0.0,
-            "mean_accepted_length": round(self.accepted / self.passes_with_draft, 2) if self.passes_with_draft else 0.0,
+            "acceptance": round(acceptance_rate(self.accepted, self.drafted), 3),
+            "mean_accepted_length": round(mean_accepted_length(self.accepted, self.passes_with_draft), 2),
             "draft_share": round(self.draft_seconds / self.seconds, 3) if self.seconds else 0.0,
             "verify_share": round(self.verify_seconds / self.seconds, 3) if self.seconds else 0.0,
             "identical": self.identical,

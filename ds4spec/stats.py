@@ -8,6 +8,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+def acceptance_rate(accepted: int, drafted: int) -> float:
+    """Accepted over drafted tokens; 0 when nothing was drafted."""
+    return accepted / drafted if drafted else 0.0
+
+
+def mean_accepted_length(accepted: int, passes_with_draft: int) -> float:
+    """Accepted tokens per verify pass that carried a draft; 0 when none did."""
+    return accepted / passes_with_draft if passes_with_draft else 0.0
+
+
 @dataclass(slots=True)
 class EventCounts:
     """Cycles begun at one syntax event (``ds4spec.syntax_events``): how many, and what their drafts got."""
@@ -32,11 +42,11 @@ class EventCounts:
 
     @property
     def acceptance_rate(self) -> float:
-        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+        return acceptance_rate(self.accepted_tokens, self.drafted_tokens)
 
     @property
     def mean_accepted_length(self) -> float:
-        return self.accepted_tokens / self.verify_passes_with_draft if self.verify_passes_with_draft else 0.0
+        return mean_accepted_length(self.accepted_tokens, self.verify_passes_with_draft)
 
 
 @dataclass(slots=True)
@@ -64,12 +74,11 @@ class GenerationStats:
 
     @property
     def acceptance_rate(self) -> float:
-        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+        return acceptance_rate(self.accepted_tokens, self.drafted_tokens)
 
     @property
     def mean_accepted_length(self) -> float:
-        """Accepted tokens per verify pass that carried a draft."""
-        return self.accepted_tokens / self.verify_passes_with_draft if self.verify_passes_with_draft else 0.0
+        return mean_accepted_length(self.accepted_tokens, self.verify_passes_with_draft)
 
     @property
     def tokens_per_target_pass(self) -> float:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ds4spec.server.jobs import Outcome
-from ds4spec.stats import GenerationStats
+from ds4spec.stats import GenerationStats, acceptance_rate
 
 
 @dataclass(slots=True)
@@ -40,7 +40,7 @@ class Counters:
             "committed_tokens": self.committed_tokens,
             "drafted_tokens": self.drafted_tokens,
             "accepted_tokens": self.accepted_tokens,
-            "acceptance_rate": round(self.accepted_tokens / self.drafted_tokens, 4) if self.drafted_tokens else 0.0,
+            "acceptance_rate": round(acceptance_rate(self.accepted_tokens, self.drafted_tokens), 4),
             "generation_seconds": round(self.generation_seconds, 4),
             "tokens_per_second": round(rate, 3),
             "last": self.last.as_dict() if self.last else None,
