@@ -25,6 +25,7 @@ from ds4spec.events import Event, Finished, FinishReason, TextChunk
 from ds4spec.loading import check_settings
 from ds4spec.prompt import DEFAULT_CURSOR_MARKER, completion_tokens, fim_tokens, split_at_cursor
 from ds4spec.stats import GenerationStats
+from ds4spec.stop_request import StopRequest
 from ds4spec.target import LlamaTarget
 
 
@@ -101,8 +102,9 @@ def run(args: argparse.Namespace) -> int:
             seen = split_at_cursor(text, args.cursor_marker)[0].encode()
         else:
             seen = engine.target.tokenizer.detokenize(tokens)
-        events = engine.generate(Prompt(tokens, DraftContext(text=seen), settings.language))
-        outcome = _consume(events, stream=not args.json, prompt_tokens=len(tokens))
+        with StopRequest() as stop:
+            events = engine.generate(Prompt(tokens, DraftContext(text=seen), settings.language), cancelled=stop)
+            outcome = _consume(events, stream=not args.json, prompt_tokens=len(tokens))
     if args.json:
         _write_json(outcome)
     if args.stats:
@@ -125,7 +127,7 @@ def _consume(events: Iterator[Event], *, stream: bool, prompt_tokens: int) -> _O
             elif isinstance(event, Finished):
                 return _Outcome("".join(parts), event.reason, event.stats)
     except KeyboardInterrupt:
-        # Ctrl-C while we were writing rather than computing: what was written stays written.
+        # A second Ctrl-C (the first asks the engine to stop): what was written stays written.
         events.close()  # type: ignore[attr-defined]
         return _Outcome("".join(parts), FinishReason.CANCELLED, GenerationStats(prompt_tokens))
     raise RuntimeError("the generator ended without a Finished event")

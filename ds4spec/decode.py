@@ -121,7 +121,9 @@ def _decode_loop(
     cancelled: Callable[[], bool],
     clock: Clock,
 ) -> Generator[Event, None, FinishReason]:
-    logits = target.eval_prompt(prepare_context(target, request.prompt_tokens))
+    logits = target.read_prompt(prepare_context(target, request.prompt_tokens), cancelled)
+    if logits is None:
+        return FinishReason.CANCELLED
     clock.mark_prompt_done()
     while True:
         if cancelled():

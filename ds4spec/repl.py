@@ -2,9 +2,10 @@
 
 Answers stream as they are generated; a statistics line follows each one. Ctrl-C while an answer streams
 stops it (what was shown is kept in the session and in what the model sees next); Ctrl-C at the prompt
-discards the line being typed; Ctrl-D at an empty prompt leaves. Generation runs on the main thread: a
-Ctrl-C inside llama.cpp ends the generation as cancelled (the engine's doing), one anywhere else closes
-the stream, which the conversation records as cancelled too.
+discards the line being typed; Ctrl-D at an empty prompt leaves. Generation runs on the main thread: the
+first Ctrl-C asks the engine to stop before its next cycle or prompt chunk (``StopRequest``), so every
+chunk stored is also shown; a second one raises at once and the conversation records the answer as
+cancelled all the same.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from ds4spec.engine import Engine
 from ds4spec.errors import Ds4Error, InputError
 from ds4spec.events import Event, Finished, FinishReason, TextChunk
 from ds4spec.loading import check_settings
-from ds4spec.repl_input import Reader
+from ds4spec.repl_input import Reader, keys_unechoed
 from ds4spec.repl_render import StreamRenderer, Terminal, visible
 from ds4spec.sessions import SessionInfo, SessionStore, add_session_options, session_to_resume
 from ds4spec.slash import CommandResult, is_command, run_command
 from ds4spec.stats_text import answer_line
+from ds4spec.stop_request import StopRequest
 
 RESUME_SHOWS = 10  # messages of a resumed session printed before the prompt
 
@@ -102,14 +104,16 @@ class Repl:
 
     def _ask(self, text: str) -> str:
         """Sends ``text`` and streams the answer; returns the text when it could not be sent."""
+        stop = StopRequest()
         try:
-            stream = self.conv.send(text)
+            stream = self.conv.send(text, cancelled=stop)
         except InputError as err:
             kept = " it is back in the prompt to edit" if self.reader.keeps_text else " it was not sent"
             self._note(f"ds4spec: {err};{kept}")
             return text if self.reader.keeps_text else ""
         renderer = StreamRenderer(self.term.color)
-        finished = self._stream(stream, renderer)
+        with stop, keys_unechoed(sys.stdin):
+            finished = self._stream(stream, renderer)
         self._write(renderer.finish())
         if not renderer.ends_with_newline:
             self._write("\n")
@@ -120,8 +124,9 @@ class Repl:
         return ""
 
     def _stream(self, stream: Iterator[Event], renderer: StreamRenderer) -> Finished | None:
-        """Writes the answer as it comes; a Ctrl-C that lands here is thrown into the stream, which stops the
-        generation and still ends with the statistics so far."""
+        """Writes the answer as it comes. A first Ctrl-C asks the engine to stop (``StopRequest``); a second
+        one raises here and is thrown into the stream, which stops the generation and still ends with the
+        statistics so far."""
         interrupted = False
         while True:
             try:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
@@ -25,6 +27,11 @@ from pygments.lexers.markup import MarkdownLexer
 from ds4spec.paths import data_dir
 from ds4spec.repl_render import Terminal
 from ds4spec.slash import ARGUMENTS, COMMANDS
+
+try:
+    import termios
+except ImportError:  # Windows: no termios, and its console does not echo while a program writes
+    termios = None  # type: ignore[assignment]
 
 PROMPT = "you> "
 CONTINUATION = "... "
@@ -90,3 +97,21 @@ def _bindings() -> KeyBindings:
         event.current_buffer.insert_text("\n")
 
     return kb
+
+
+@contextmanager
+def keys_unechoed(stdin: TextIO) -> Iterator[None]:
+    """While an answer streams, the terminal does not echo keys into it (nor its ``^C`` for Ctrl-C). Keys
+    typed meanwhile stay in the terminal's buffer and come back in the next prompt."""
+    if termios is None or not stdin.isatty():
+        yield
+        return
+    fd = stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO  # the local-modes word
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)

@@ -186,13 +186,15 @@ class SessionStore:
     def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> sqlite3.Cursor:
         """Runs ``statements`` as one committed transaction; returns the first statement's cursor."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
+                self._conn.execute("BEGIN IMMEDIATE")
                 cursors = [self._conn.execute(sql, params) for sql, params in statements]
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                # A Ctrl-C can land just after BEGIN returns; a transaction left open fails every later write.
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
         return cursors[0]
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

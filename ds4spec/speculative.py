@@ -98,7 +98,9 @@ class _Cycle:
 
     def run(self, cancelled: Callable[[], bool], clock: Clock) -> Generator[Event, None, FinishReason]:
         target = self.target
-        logits = target.eval_prompt(prepare_context(target, self.request.prompt_tokens))
+        logits = target.read_prompt(prepare_context(target, self.request.prompt_tokens), cancelled)
+        if logits is None:
+            return FinishReason.CANCELLED
         clock.mark_prompt_done()
         pending = self.sampler.choose(logits, target.recent_tokens(self.request.sampling.repeat_last_n))
         chunk, reason = self.out.commit(pending, Provenance.TARGET)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,10 @@ from ds4spec.llama_runtime import default_threads, gpu_offload_supported, init_l
 from ds4spec.tokenizer import LlamaTokenizer
 
 log = logging.getLogger(__name__)
+
+
+def _never() -> bool:
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +156,19 @@ class LlamaTarget:
 
     def eval_prompt(self, tokens: Sequence[int]) -> np.ndarray:
         """Feeds ``tokens`` in chunks of ``n_batch`` and returns the logits after the last one (1-D)."""
+        logits = self.read_prompt(tokens, _never)
+        assert logits is not None
+        return logits
+
+    def read_prompt(self, tokens: Sequence[int], cancelled: Callable[[], bool]) -> np.ndarray | None:
+        """``eval_prompt`` that asks ``cancelled`` before each chunk, so that a long prompt stops within one
+        chunk: the answer is then None, and the chunks read so far stay in the context."""
         if not tokens:
             raise ValueError("eval_prompt needs at least one token")
         last = np.empty(0, dtype=np.float32)
         for start in range(0, len(tokens), self.n_batch):
+            if cancelled():
+                return None
             chunk = tokens[start : start + self.n_batch]
             last = self._decode(chunk, want_all=False)[-1]
         return last

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -199,7 +200,7 @@ def test_bad_config_file_is_a_usage_error(tmp_path: Path, tiny_bpe_gguf: Path) -
 def test_ctrl_c_keeps_what_was_written_and_exits_130(slow_model: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "ds4spec", "complete", "--target", str(slow_model), "--max-tokens", "1000",
-         "--ctx", "4096"],
+         "--ctx", "4096", "--stats"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     assert proc.stdin and proc.stdout
@@ -210,8 +211,13 @@ def test_ctrl_c_keeps_what_was_written_and_exits_130(slow_model: Path) -> None:
     proc.send_signal(signal.SIGINT)
     rest = proc.stdout.read()
     code = proc.wait(timeout=30)
-    assert code == 130, proc.stderr.read()
+    assert proc.stderr
+    stderr = proc.stderr.read().decode()
+    assert code == 130, stderr
     assert len(first) == 20 and len(first + rest) < 1000 * 8
+    # The generation stopped at a clean point and reports what it generated, not an empty count.
+    generated = re.search(r"generated (\d+) tokens .*; finish: cancelled", stderr)
+    assert generated and int(generated.group(1)) > 0, stderr
     full = subprocess.run(
         [sys.executable, "-m", "ds4spec", "complete", "--target", str(slow_model), "--max-tokens", "1000",
          "--ctx", "4096"], input=PROMPT, capture_output=True, timeout=300,

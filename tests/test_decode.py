@@ -139,3 +139,20 @@ def test_generation_stops_when_the_context_is_full(tiny_bpe_gguf: Path) -> None:
         assert finished.reason in (FinishReason.CONTEXT, FinishReason.EOG)
         if finished.reason is FinishReason.CONTEXT:
             assert target.n_past == target.n_ctx
+
+
+def test_a_stop_asked_during_a_long_prompt_ends_it_within_one_chunk(tiny_bpe_gguf: Path) -> None:
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0, n_batch=16)) as target:
+        prompt = target.tokenizer.tokenize(PROMPTS[0] * 12, add_special=True)
+        assert len(prompt) > 3 * 16
+        asked = 0
+
+        def after_two_chunks() -> bool:
+            nonlocal asked
+            asked += 1
+            return asked > 2
+
+        events = list(generate_plain(target, GenerationRequest(prompt, max_tokens=10), cancelled=after_two_chunks))
+        assert len(events) == 1 and isinstance(events[0], Finished)
+        assert events[0].reason is FinishReason.CANCELLED and events[0].stats.committed_tokens == 0
+        assert target.n_past == 2 * 16  # the rest of the prompt was never read

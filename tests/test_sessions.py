@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -183,3 +184,31 @@ def test_a_truncated_file_keeps_the_sessions_that_can_still_be_read(tmp_path: Pa
         assert len(list(tmp_path.glob("sessions.sqlite3.damaged-*"))) == 1
     finally:
         store.close()
+
+
+class _InterruptedAfterBegin:
+    """A connection where Ctrl-C lands the moment ``BEGIN`` has returned, before anything else runs."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.armed = True
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.conn, name)
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        cursor = self.conn.execute(sql, *args)
+        if sql.startswith("BEGIN") and self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+        return cursor
+
+
+def test_a_write_interrupted_just_after_it_began_leaves_no_transaction_open(store: SessionStore) -> None:
+    sid = store.new_session()
+    answer = store.add_message(sid, "assistant", "kept", status="streaming")
+    store._conn = _InterruptedAfterBegin(store._conn)  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt):
+        store.append(answer, " lost")
+    store.append(answer, " and more")  # before: "cannot start a transaction within a transaction"
+    assert store.messages(sid)[-1].content == "kept and more"

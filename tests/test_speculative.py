@@ -24,13 +24,15 @@ from spec_helpers import (
 )
 
 from ds4spec.decode import GenerationRequest
-from ds4spec.drafters.base import Drafter
+from ds4spec.drafters.base import DraftContext, Drafter
+from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
-from ds4spec.events import FinishReason
+from ds4spec.events import Finished, FinishReason
 from ds4spec.policy import CycleCosts, DraftPolicy, FixedLength, GatedPolicy
 from ds4spec.sampling import SamplingSettings
+from ds4spec.speculative import SpecSettings, generate_speculative
 from ds4spec.target import LlamaTarget, TargetOptions
 from ds4spec.trigger_policy import TriggerPolicy
 from ds4spec.trigger_rules import RuleBook, load_rulebook
@@ -300,3 +302,22 @@ def test_sampled_continuations_follow_the_plain_distribution(tiny_bpe_gguf: Path
         table = [row[:-1] for row in table]
     assert len(common) >= 3, "the test needs several distinct continuations"
     assert chi2_contingency(table).pvalue > 1e-3
+
+
+def test_a_stop_asked_during_a_long_prompt_ends_speculation_within_one_chunk(tiny_bpe_gguf: Path) -> None:
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0, n_batch=16)) as t:
+        request = GenerationRequest(t.tokenizer.tokenize(PROMPTS[0] * 6, add_special=True), max_tokens=10)
+        assert len(request.prompt_tokens) > 3 * 16
+        asked = 0
+
+        def after_two_chunks() -> bool:
+            nonlocal asked
+            asked += 1
+            return asked > 2
+
+        guarded = GuardedDrafter(LookupDrafter())
+        events = list(generate_speculative(t, guarded, request, DraftContext(text=PROMPTS[0] * 6), SpecSettings(),
+                                           policy=FixedLength(4), cancelled=after_two_chunks))
+        assert len(events) == 1 and isinstance(events[0], Finished)
+        assert events[0].reason is FinishReason.CANCELLED and events[0].stats.committed_tokens == 0
+        assert t.n_past == 2 * 16
