@@ -146,6 +146,22 @@ def test_ctrl_c_stops_a_never_ending_answer_and_keeps_it(endless: Path, home: Pa
     assert "cancelled]" in repl.text
 
 
+def test_keys_typed_while_an_answer_streams_are_not_echoed_into_it_but_wait_for_the_next_prompt(
+        endless: Path, home: Path, spawned: list[Repl]) -> None:
+    repl = start(spawned, endless, home, "--ctx", "16384", "--max-tokens", "2000")
+    repl.type("Count forever\r")
+    repl.expect_exact("\x1b[?2004l")  # the answer starts streaming
+    repl.child.send("typed ahead")
+    repl.expect(STATS)
+    repl.expect_exact(PROMPT)
+    repl.expect_exact("typed ahead")  # the editor drew it as the next message's start
+    answer_on_screen = repl.text[: repl.text.rindex(PROMPT)]
+    assert "typed ahead" not in answer_on_screen and "typed ahead" not in stored(home)[-1].content
+    repl.child.sendintr()  # discards the line, so that Ctrl-D exits
+    repl.expect_exact("(Ctrl-D exits)")
+    assert repl.exit() == 0
+
+
 def test_ctrl_c_at_the_prompt_does_not_exit_but_ctrl_d_does(tiny_bpe_gguf: Path, home: Path,
                                                              spawned: list[Repl]) -> None:
     repl = start(spawned, tiny_bpe_gguf, home)
