@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ds4spec.drafters.base import DraftContext, Drafter
@@ -72,3 +73,16 @@ def source_costs(drafter: GuardedDrafter, profile: VerifyProfile, draft_max: int
                      drafter.name, source, seconds * 1000, profile.spans[1] * 1000)
         costs.append(SourceCost(source, seconds, affordable))
     return costs
+
+
+def unasked_note(drafter_name: str, costs: Sequence[SourceCost], profile: VerifyProfile) -> str | None:
+    """One line telling the user that their drafter's model is measured too slow to be asked, or None."""
+    slow = [c for c in costs if not c.affordable and c.seconds_per_token is not None]
+    if not slow or not profile.measured:
+        return None
+    left = "text lookup only" if any(c.affordable and c.source == "lookup" for c in costs) else "no drafts"
+    names = ", ".join(f"{c.source} at {c.seconds_per_token * 1000:.1f} ms a token" for c in slow
+                      if c.seconds_per_token is not None)
+    return (f"{drafter_name} drafts too slowly to pay here ({names}, against a {profile.spans[1] * 1000:.1f} ms "
+            f"target step): speculating with {left}; --no-cost-check asks it anyway")
+

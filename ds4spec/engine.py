@@ -10,12 +10,14 @@ once per speculative cycle (or plain step).
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ds4spec.config import Settings
 from ds4spec.decode import GenerationRequest, generate_plain
+from ds4spec.draft_cost import unasked_note
 from ds4spec.drafters.base import DraftContext
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.errors import InputError
@@ -71,6 +73,9 @@ class Engine:
                 self.profile = profile_for(self.target)
             self.memory = PolicyMemory.measure(self.drafter, self.profile, self.settings.draft_max,
                                               check=self.settings.cost_check)
+            note = unasked_note(self.drafter.name, self.memory.costs, self.profile)
+            if note:
+                print(f"ds4spec: note: {note}", file=sys.stderr)
 
     @classmethod
     def load(cls, settings: Settings) -> Engine:

@@ -12,7 +12,7 @@ from spec_helpers import OracleDrafter, run_plain
 
 from ds4spec.config import Settings
 from ds4spec.decode import GenerationRequest
-from ds4spec.draft_cost import seconds_per_token, source_costs
+from ds4spec.draft_cost import seconds_per_token, source_costs, unasked_note
 from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
@@ -132,6 +132,20 @@ def test_with_no_source_that_could_pay_every_cycle_is_a_plain_step() -> None:
     guard.close()
 
 
+def test_the_user_is_told_in_one_line_which_model_is_not_asked_and_how_to_ask_it() -> None:
+    hybrid = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.01)))
+    note = unasked_note("smollm2", source_costs(hybrid, CPU, 64), CPU)
+    assert note is not None and "\n" not in note
+    assert note.startswith("smollm2 drafts too slowly") and "31.0 ms target step" in note
+    assert "text lookup only" in note and "--no-cost-check" in note
+    alone = GuardedDrafter(TimedModel(0.01))
+    assert "speculating with no drafts" in (unasked_note("timed", source_costs(alone, CPU, 64), CPU) or "")
+    fast = GuardedDrafter(TimedModel(0.0))
+    assert unasked_note("fast", source_costs(fast, GPU, 64), GPU) is None
+    for guard in (hybrid, alone, fast):
+        guard.close()
+
+
 # -- an engine on a tiny real model ------------------------------------------------------------------------
 
 
@@ -143,7 +157,7 @@ def target(tiny_bpe_gguf: Path) -> Iterator[LlamaTarget]:
 
 @pytest.mark.parametrize("triggers", [True, False], ids=["triggers", "gate"])
 def test_an_engine_never_asks_a_model_that_cannot_pay_and_its_output_equals_plain(
-    target: LlamaTarget, triggers: bool
+    target: LlamaTarget, triggers: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A model a hundred times slower than the tiny target's step: measured once at load, never asked again."""
     prompt = "import os\nimport sys\nimport os\nimport sys\nimport os\n"
@@ -155,6 +169,8 @@ def test_an_engine_never_asks_a_model_that_cannot_pay_and_its_output_equals_plai
     rules = load_rulebook() if triggers else None
     engine = Engine(Settings(warmup=0, max_tokens=48, language="python"), target, drafter, rules)
     assert engine.memory is not None and engine.memory.sources == ("lookup",)
+    # The user is told, on stderr.
+    assert "ds4spec: note: hybrid(oracle+timed) drafts too slowly" in capsys.readouterr().err
     measured = model.proposals
     finished = list(engine.complete(prompt))[-1]
     assert isinstance(finished, Finished)
