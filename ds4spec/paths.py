@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import platformdirs
@@ -34,6 +35,15 @@ def config_file() -> Path:
     return Path(os.environ.get("DS4SPEC_CONFIG") or config_dir() / "config.toml")
 
 
+def shipped_dir(name: str) -> Path:
+    """A folder that ships beside the package (``models``, ``triggers``): at the repository root in a checkout
+    or an editable install; under ``<prefix>/share/ds4spec/`` where a wheel put it (pyproject's data-files)."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / name).is_dir():  # not some other site-packages folder
+        return root / name
+    return Path(sys.prefix) / "share" / APP / name
+
+
 def repo_models_dir() -> Path:
-    """The manifests shipped with ds4spec (``models/`` at the repository root)."""
-    return Path(__file__).resolve().parent.parent / "models"
+    """The manifests shipped with ds4spec."""
+    return shipped_dir("models")

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ds4spec.errors import UsageError
-from ds4spec.paths import config_dir
+from ds4spec.paths import config_dir, shipped_dir
 
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "triggers"
+BUILTIN_DIR = shipped_dir("triggers")
 MAX_LENGTH = 64
 
 # The syntax events, in the order detection tries them. Each says where the text being written stands.
