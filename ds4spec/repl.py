@@ -13,10 +13,9 @@ from __future__ import annotations
 import argparse
 import base64
 import sys
-import time
 from collections.abc import Iterator
 
-from ds4spec.cli_options import add_model_options, add_sampling_options, add_speculation_options, settings_from_args
+from ds4spec.cli_options import settings_from_args
 from ds4spec.conversation import Conversation
 from ds4spec.engine import Engine
 from ds4spec.errors import Ds4Error, InputError
@@ -24,7 +23,8 @@ from ds4spec.events import Event, Finished, FinishReason, TextChunk
 from ds4spec.loading import check_settings
 from ds4spec.repl_input import Reader, keys_unechoed
 from ds4spec.repl_render import StreamRenderer, Terminal, visible
-from ds4spec.sessions import SessionInfo, SessionStore, add_session_options, session_to_resume
+from ds4spec.session_cli import add_chat_options, print_sessions, session_store
+from ds4spec.sessions import session_to_resume
 from ds4spec.slash import CommandResult, is_command, run_command
 from ds4spec.stats_text import answer_line
 from ds4spec.stop_request import StopRequest
@@ -39,10 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Chat with the target in the terminal. Enter sends; Alt-Enter (or Esc, Enter) adds a line; "
                     "Ctrl-C stops an answer; Ctrl-D exits; /help lists the commands. Sessions are saved.",
     )
-    add_model_options(p)
-    add_speculation_options(p)
-    add_sampling_options(p)
-    add_session_options(p)
+    add_chat_options(p)
     p.set_defaults(func=run)
 
 
@@ -50,28 +47,14 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     check_settings(settings)
     term = Terminal.detect()
-    store = SessionStore()
-    try:
-        if store.problem:
-            print(f"ds4spec: warning: {store.problem}", file=sys.stderr)
+    with session_store() as store:
         if args.sessions:
-            _list_sessions(store.sessions())
+            print_sessions(store)
             return 0
         session_id = session_to_resume(store, args.resume, "repl")
         with Engine.load(settings) as engine:
             conv = Conversation(engine, store, session_id)
             return Repl(conv, term).loop()
-    finally:
-        store.close()
-
-
-def _list_sessions(sessions: list[SessionInfo]) -> None:
-    if not sessions:
-        print("no saved sessions")
-        return
-    for s in sessions:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
-        print(f"{s.id:>5}  {when}  {s.messages:>4} messages  {visible(s.title)}")
 
 
 class Repl:

@@ -242,7 +242,7 @@ def test_resume_continues_the_latest_session(tiny_bpe_gguf: Path, home: Path, sp
     first.expect(STATS)
     assert first.exit() == 0
     [session] = [line for line in _sessions(home).splitlines() if "Remember me" in line]
-    session_id = session.split()[0]
+    session_id = session.split()[0].lstrip("#")
     again = start(spawned, tiny_bpe_gguf, home, "--resume")
     again.expect_exact("Remember me")
     assert f"session {session_id}" in again.text and "you: Remember me" in again.text

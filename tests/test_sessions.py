@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.sessions import SessionStore, default_path
+from ds4spec.session_cli import session_line
+from ds4spec.sessions import SessionInfo, SessionStore, default_path
 
 
 @pytest.fixture
@@ -212,3 +213,8 @@ def test_a_write_interrupted_just_after_it_began_leaves_no_transaction_open(stor
         store.append(answer, " lost")
     store.append(answer, " and more")  # before: "cannot start a transaction within a transaction"
     assert store.messages(sid)[-1].content == "kept and more"
+
+
+def test_a_listed_title_cannot_drive_the_terminal() -> None:
+    line = session_line(SessionInfo(3, "clear \x1b[2J the screen", 0.0, 0.0, 1))
+    assert "\x1b" not in line and line.startswith("#3 ") and line.endswith("clear ␛[2J the screen  (1 message)")

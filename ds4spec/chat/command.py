@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ds4spec.cli_options import add_model_options, add_sampling_options, add_speculation_options, settings_from_args
+from ds4spec.cli_options import settings_from_args
 from ds4spec.errors import UsageError
 from ds4spec.loading import check_settings
-from ds4spec.sessions import SessionStore, add_session_options, session_to_resume
+from ds4spec.session_cli import add_chat_options, print_sessions, session_store
+from ds4spec.sessions import session_to_resume
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,25 +20,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "pays, and every session is kept on disk as it happens. Enter sends, Ctrl-J adds a line, Esc or Ctrl-C "
         "cancels an answer, Ctrl-T shows provenance, Ctrl-O lists sessions, Ctrl-Q quits; /help lists commands.",
     )
-    add_model_options(p)
-    add_speculation_options(p)
-    add_sampling_options(p)
-    add_session_options(p)
+    add_chat_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ds4spec.chat.screens import session_line
-
     settings = settings_from_args(args)
     check_settings(settings)
-    store = SessionStore()
-    try:
-        if store.problem:
-            print(f"ds4spec: note: {store.problem}", file=sys.stderr)
+    with session_store() as store:
         if args.sessions:
-            for info in store.sessions():
-                print(session_line(info))
+            print_sessions(store)
             return 0
         session_id = session_to_resume(store, args.resume, "chat")
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -50,6 +42,4 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if app.conversation.engine is not None:
                 app.conversation.engine.close()
-    finally:
-        store.close()
     return 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -12,14 +11,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from ds4spec.session_cli import session_line
 from ds4spec.sessions import SessionInfo
-
-
-def session_line(info: SessionInfo) -> str:
-    """``#12  2026-11-21 11:20  How do I reverse a list?  (4 messages)``: also what ``--sessions`` prints."""
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
-    noun = "message" if info.messages == 1 else "messages"
-    return f"#{info.id:<4} {when}  {info.title or '(untitled)'}  ({info.messages} {noun})"
 
 
 class SessionsScreen(ModalScreen[int | None]):
