@@ -21,7 +21,7 @@ from ds4spec.engine import Engine
 from ds4spec.errors import Ds4Error, InputError
 from ds4spec.events import Event, Finished, FinishReason, TextChunk
 from ds4spec.loading import check_settings
-from ds4spec.repl_input import Reader, keys_unechoed
+from ds4spec.repl_input import Reader, streaming_terminal
 from ds4spec.repl_render import StreamRenderer, Terminal, visible
 from ds4spec.session_cli import add_chat_options, print_sessions, session_store
 from ds4spec.sessions import session_to_resume
@@ -95,7 +95,7 @@ class Repl:
             self._note(f"ds4spec: {err};{kept}")
             return text if self.reader.keeps_text else ""
         renderer = StreamRenderer(self.term.color)
-        with stop, keys_unechoed(sys.stdin):
+        with stop, streaming_terminal(sys.stdin):
             finished = self._stream(stream, renderer)
         self._write(renderer.finish())
         if not renderer.ends_with_newline:

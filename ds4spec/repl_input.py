@@ -100,16 +100,18 @@ def _bindings() -> KeyBindings:
 
 
 @contextmanager
-def keys_unechoed(stdin: TextIO) -> Iterator[None]:
-    """While an answer streams, the terminal does not echo keys into it (nor its ``^C`` for Ctrl-C). Keys
-    typed meanwhile stay in the terminal's buffer and come back in the next prompt."""
+def streaming_terminal(stdin: TextIO) -> Iterator[None]:
+    """While an answer streams: the terminal does not echo keys into it (nor ``^C`` for Ctrl-C); keys typed
+    meanwhile stay in its buffer and come back in the next prompt. And Ctrl-C does not flush the terminal's
+    queues (``NOFLSH``): by default it drops output written but not yet displayed, so text the session
+    stored would never reach the screen."""
     if termios is None or not stdin.isatty():
         yield
         return
     fd = stdin.fileno()
     saved = termios.tcgetattr(fd)
     quiet = list(saved)
-    quiet[3] &= ~termios.ECHO  # the local-modes word
+    quiet[3] = (quiet[3] & ~termios.ECHO) | termios.NOFLSH  # the local-modes word
     termios.tcsetattr(fd, termios.TCSANOW, quiet)
     try:
         yield
