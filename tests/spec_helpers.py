@@ -17,6 +17,18 @@ from ds4spec.speculative import SpecSettings, generate_speculative
 from ds4spec.target import LlamaTarget
 
 
+def stopped_after(asks: int) -> Callable[[], bool]:
+    """A ``cancelled`` that answers no ``asks`` times, then yes: a stop asked at a known point."""
+    asked = 0
+
+    def cancelled() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > asks
+
+    return cancelled
+
+
 def run_plain(target: LlamaTarget, request: GenerationRequest) -> Finished:
     finished = list(generate_plain(target, request))[-1]
     assert isinstance(finished, Finished)

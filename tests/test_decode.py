@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from spec_helpers import stopped_after
 
 from ds4spec.decode import GenerationRequest, generate_plain
 from ds4spec.events import Finished, FinishReason, Provenance, TextChunk
@@ -145,14 +146,7 @@ def test_a_stop_asked_during_a_long_prompt_ends_it_within_one_chunk(tiny_bpe_ggu
     with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0, n_batch=16)) as target:
         prompt = target.tokenizer.tokenize(PROMPTS[0] * 12, add_special=True)
         assert len(prompt) > 3 * 16
-        asked = 0
-
-        def after_two_chunks() -> bool:
-            nonlocal asked
-            asked += 1
-            return asked > 2
-
-        events = list(generate_plain(target, GenerationRequest(prompt, max_tokens=10), cancelled=after_two_chunks))
+        events = list(generate_plain(target, GenerationRequest(prompt, max_tokens=10), cancelled=stopped_after(2)))
         assert len(events) == 1 and isinstance(events[0], Finished)
         assert events[0].reason is FinishReason.CANCELLED and events[0].stats.committed_tokens == 0
         assert target.n_past == 2 * 16  # the rest of the prompt was never read

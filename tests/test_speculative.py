@@ -21,6 +21,7 @@ from spec_helpers import (
     assert_lossless,
     run_plain,
     run_spec,
+    stopped_after,
 )
 
 from ds4spec.decode import GenerationRequest
@@ -308,16 +309,10 @@ def test_a_stop_asked_during_a_long_prompt_ends_speculation_within_one_chunk(tin
     with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0, n_batch=16)) as t:
         request = GenerationRequest(t.tokenizer.tokenize(PROMPTS[0] * 6, add_special=True), max_tokens=10)
         assert len(request.prompt_tokens) > 3 * 16
-        asked = 0
-
-        def after_two_chunks() -> bool:
-            nonlocal asked
-            asked += 1
-            return asked > 2
-
         guarded = GuardedDrafter(LookupDrafter())
         events = list(generate_speculative(t, guarded, request, DraftContext(text=PROMPTS[0] * 6), SpecSettings(),
-                                           policy=FixedLength(4), cancelled=after_two_chunks))
+                                           policy=FixedLength(4), cancelled=stopped_after(2)))
         assert len(events) == 1 and isinstance(events[0], Finished)
         assert events[0].reason is FinishReason.CANCELLED and events[0].stats.committed_tokens == 0
         assert t.n_past == 2 * 16
+        guarded.close()
