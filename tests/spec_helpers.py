@@ -44,6 +44,7 @@ def run_spec(
         context = DraftContext(text=context)
     events = list(generate_speculative(target, guarded, request, context,
                                        SpecSettings(warmup_tokens=warmup), policy=policy))
+    assert guarded.settle(), "the drafter is still following the text"  # the caller may reuse the drafter
     finished = events[-1]
     assert isinstance(finished, Finished)
     return finished, [e for e in events if isinstance(e, CycleReport)], guarded

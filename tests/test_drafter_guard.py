@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from ds4spec.drafters.base import Draft, DraftContext, Drafter
@@ -125,4 +126,66 @@ def test_a_drafter_that_fails_to_catch_up_is_benched_for_the_generation() -> Non
     assert guard.failures.raised == 1 and not guard.available
     guard.begin(DraftContext(text=b"next"))
     assert guard.available  # the next generation starts it afresh
+    guard.close()
+
+
+class ClosableDrafter(RecordingDrafter):
+    """``extend`` blocks until ``release`` is set; records whether ``close`` came while an ``extend`` ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.extending = False
+        self.closes: list[bool] = []  # one entry per close: was an extend running?
+
+    def extend(self, committed: bytes) -> None:
+        self.extending = True
+        self.release.wait(5)
+        super().extend(committed)
+        self.extending = False
+
+    def close(self) -> None:
+        self.closes.append(self.extending)
+
+
+def test_closing_waits_for_the_running_call_before_closing_the_drafter() -> None:
+    """A llama.cpp drafter freed under a running tokenize crashes the process (seen in CI)."""
+    drafter = ClosableDrafter()
+    guard = GuardedDrafter(drafter, background=True)
+    guard.begin(DraftContext(text=b"prompt"))
+    guard.extend(b"running")
+    while not drafter.extending:
+        time.sleep(0.001)
+    guard.extend(b"queued")  # dropped by close, so the last future is done (cancelled) at once
+    guard.close()
+    assert drafter.closes == []
+    drafter.release.set()
+    deadline = time.monotonic() + 5
+    while not drafter.closes and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert drafter.closes == [False]
+    assert drafter.calls == [("begin", b"prompt"), ("extend", b"running")]
+    guard.close()
+    assert drafter.closes == [False], "closed once"
+
+
+def test_an_idle_guard_closes_its_drafter_at_once_and_settle_waits_for_queued_calls() -> None:
+    drafter = ClosableDrafter()
+    drafter.release.set()
+    guard = GuardedDrafter(drafter, background=True)
+    guard.begin(DraftContext(text=b"prompt"))
+    guard.extend(b"a")
+    assert guard.settle()
+    assert drafter.calls == [("begin", b"prompt"), ("extend", b"a")]
+    guard.close()
+    assert drafter.closes == [False]
+
+
+def test_settle_gives_up_at_its_deadline_while_a_call_still_runs() -> None:
+    drafter = ClosableDrafter()
+    guard = GuardedDrafter(drafter, background=True)
+    guard.extend(b"slow")
+    assert not guard.settle(0.05)
+    drafter.release.set()
+    assert guard.settle()
     guard.close()

@@ -19,6 +19,7 @@ is part of every drafting cycle's cost.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -58,6 +59,9 @@ class GuardedDrafter:
         self._benched = False
         self._context: DraftContext | None = None  # without background: a begin not yet passed on
         self._backlog = bytearray()  # without background: committed bytes not yet passed on
+        self._lock = threading.Lock()  # guards the two flags below, between the worker and close()
+        self._running = False
+        self._closed = False
 
     @property
     def available(self) -> bool:
@@ -69,7 +73,7 @@ class GuardedDrafter:
             return
         self._benched = False
         if self.background:
-            self._last = self._pool.submit(self._quietly, self.drafter.begin, context)
+            self._last = self._submit(self._quietly, self.drafter.begin, context)
         else:
             self._context, self._backlog = context, bytearray()
 
@@ -77,13 +81,13 @@ class GuardedDrafter:
         """With ``background``: a model drafter reads its prompt now, while the target reads its own, rather
         than inside the first measured cycle. Without: nothing (it reads it when first asked for a draft)."""
         if self.background and not self._benched:
-            self._last = self._pool.submit(self._quietly, self.drafter.prepare, "any")
+            self._last = self._submit(self._quietly, self.drafter.prepare, "any")
 
     def extend(self, committed: bytes) -> None:
         if self._benched or not committed:
             return
         if self.background:
-            self._last = self._pool.submit(self._quietly, self.drafter.extend, committed)
+            self._last = self._submit(self._quietly, self.drafter.extend, committed)
         else:
             self._backlog += committed
 
@@ -95,15 +99,15 @@ class GuardedDrafter:
         if not self.background:
             reads_prompt = self._context is not None
             start = time.perf_counter()
-            self._last = self._pool.submit(self._catch_up, source)
+            self._last = self._submit(self._catch_up, source)
             if not self._wait(self._last, CATCH_UP_DEADLINE_S):
                 return NO_DRAFT
             if reads_prompt:  # once per generation; reading what was committed since the last draft is every cycle's
                 sync_seconds = time.perf_counter() - start
         if source == "any":
-            future = self._pool.submit(self.drafter.propose, max_tokens)
+            future = self._submit(self.drafter.propose, max_tokens)
         else:
-            future = self._pool.submit(self.drafter.propose_from, source, max_tokens)
+            future = self._submit(self.drafter.propose_from, source, max_tokens)
         self._last = future
         if not self._wait(future, self.deadline_s):
             return NO_DRAFT
@@ -117,7 +121,7 @@ class GuardedDrafter:
     def call_alone(self, call: Callable[[Drafter], T]) -> T | None:
         """``call(drafter)`` on the worker between generations (a measurement), under the catch-up deadline; None
         when it raises or hangs. The next generation's ``begin`` starts the drafter afresh."""
-        future = self._pool.submit(call, self.drafter)
+        future = self._submit(call, self.drafter)
         self._last = future
         return future.result() if self._wait(future, CATCH_UP_DEADLINE_S) else None
 
@@ -158,7 +162,39 @@ class GuardedDrafter:
             self._benched = True  # its view of the text is now unknown
             log.warning("drafter %s failed to follow the text (%r); drafting paused", self.name, exc)
 
+    def settle(self, timeout_s: float = CATCH_UP_DEADLINE_S) -> bool:
+        """Waits until every call queued so far has returned; False when one is still running at the deadline."""
+        try:
+            self._submit(lambda: None).result(timeout=timeout_s)
+        except FutureTimeout:
+            return False
+        return True
+
     def close(self) -> None:
+        """Drops the queued calls and closes the drafter: now, or when the call running on the worker returns
+        (freeing a model under a running call would crash the process). A call hung forever keeps it open."""
         self._pool.shutdown(wait=False, cancel_futures=True)
-        if self._last is None or self._last.done():
-            self.drafter.close()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._running:
+                return
+        self.drafter.close()
+
+    def _submit(self, call: Callable[..., T], *args: object) -> Future[T]:
+        return self._pool.submit(self._on_worker, call, *args)
+
+    def _on_worker(self, call: Callable[..., T], *args: object) -> T:
+        with self._lock:
+            if self._closed:  # dequeued just before close() dropped the queue
+                raise RuntimeError(f"drafter {self.name} is closed")
+            self._running = True
+        try:
+            return call(*args)
+        finally:
+            with self._lock:
+                self._running = False
+                closed = self._closed
+            if closed:
+                self.drafter.close()
