@@ -10,7 +10,6 @@ once per speculative cycle (or plain step).
 from __future__ import annotations
 
 import dataclasses
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,16 @@ from ds4spec.drafters.base import DraftContext
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.errors import InputError
 from ds4spec.events import Event
-from ds4spec.loading import check_settings, drafter_spec, load_drafter, load_rules, load_target, spec_settings
+from ds4spec.loading import (
+    Note,
+    check_settings,
+    drafter_spec,
+    load_drafter,
+    load_rules,
+    load_target,
+    spec_settings,
+    stderr_note,
+)
 from ds4spec.policy import DraftPolicy, GatedPolicy
 from ds4spec.policy_memory import PolicyMemory
 from ds4spec.prompt import ChatMessage, chat_tokens, completion_tokens, fim_tokens
@@ -54,8 +62,9 @@ class Prompt:
 
 class Engine:
     def __init__(self, settings: Settings, target: LlamaTarget, drafter: GuardedDrafter | None,
-                 rules: RuleBook | None = None) -> None:
+                 rules: RuleBook | None = None, note: Note = stderr_note) -> None:
         self.settings = settings
+        self.note = note  # what the user should know about a drafter (the face decides where it is shown)
         self.target = target
         self.drafter = drafter
         self.rules = rules  # trigger rules; None: one gate for every cycle
@@ -73,22 +82,23 @@ class Engine:
                 self.profile = profile_for(self.target)
             self.memory = PolicyMemory.measure(self.drafter, self.profile, self.settings.draft_max,
                                               check=self.settings.cost_check)
-            note = unasked_note(self.drafter.name, self.memory.costs, self.profile)
-            if note:
-                print(f"ds4spec: note: {note}", file=sys.stderr)
+            unasked = unasked_note(self.drafter.name, self.memory.costs, self.profile)
+            if unasked:
+                self.note(unasked)
 
     @classmethod
-    def load(cls, settings: Settings) -> Engine:
-        """Checks the settings, loads the target, then the drafter (see ``load_drafter`` for a missing one)."""
+    def load(cls, settings: Settings, note: Note = stderr_note) -> Engine:
+        """Checks the settings, loads the target, then the drafter (see ``load_drafter`` for a missing one);
+        ``note`` hears what the user should know (a missing or too slow drafter), on stderr by default."""
         check_settings(settings)
         rules = load_rules(settings)  # a broken rule file fails before minutes of model loading
         target = load_target(settings)
         try:
-            drafter = load_drafter(settings)
+            drafter = load_drafter(settings, note)
         except BaseException:
             target.close()
             raise
-        return cls(settings, target, drafter, rules)
+        return cls(settings, target, drafter, rules, note)
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -113,7 +123,7 @@ class Engine:
         check_settings(settings)
         drafter_spec(settings)  # an unknown pair or name fails here, before anything is closed
         with self._lock:
-            new = load_drafter(settings)
+            new = load_drafter(settings, self.note)
             old, self.drafter, self.settings = self.drafter, new, settings
             self.speculation = new is not None
             self._forget()

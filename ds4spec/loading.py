@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -76,11 +77,19 @@ def drafter_spec(settings: Settings) -> DrafterSpec:
     )
 
 
-def load_drafter(settings: Settings) -> GuardedDrafter | None:
+Note = Callable[[str], None]  # hears one line the user should know about loading (not an error)
+
+
+def stderr_note(text: str) -> None:
+    """How a command-line face tells the user: one ``ds4spec: note:`` line on stderr."""
+    print(f"ds4spec: note: {text}", file=sys.stderr)
+
+
+def load_drafter(settings: Settings, note: Note = stderr_note) -> GuardedDrafter | None:
     """The drafter to speculate with, or None for plain decoding (``--draft none`` or ``--draft-max 0``).
 
     A drafter the user named must load. The pair's own drafter, used implicitly, may be missing (not pulled
-    yet): then ds4spec says so on stderr and decodes without speculation rather than refusing to work.
+    yet): then ds4spec says so through ``note`` and decodes without speculation rather than refusing to work.
     """
     if settings.draft_max == 0:
         return None
@@ -90,9 +99,9 @@ def load_drafter(settings: Settings) -> GuardedDrafter | None:
         if settings.draft is not None:
             raise
         if settings.triggers:
-            print(f"ds4spec: note: {exc}; drafting with text lookup only", file=sys.stderr)
-            return load_drafter(replace(settings, draft="lookup"))
-        print(f"ds4spec: note: {exc}; decoding without speculation", file=sys.stderr)
+            note(f"{exc}; drafting with text lookup only")
+            return load_drafter(replace(settings, draft="lookup"), note)
+        note(f"{exc}; decoding without speculation")
         return None
     if not drafter:
         return None

@@ -166,3 +166,24 @@ class GarbageDrafter(RaisingDrafter):
             return "not a draft"  # type: ignore[return-value]
         junk = bytes(self.rng.integers(0, 256, size=int(self.rng.integers(1, 40)), dtype=np.uint8))
         return Draft(junk + b"<|im_end|><|endoftext|>", "model")
+
+
+class TimedModel(Drafter):
+    """A model drafter whose every proposal takes ``seconds``; counts its proposals."""
+
+    name = "timed"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.proposals = 0
+
+    def begin(self, context: DraftContext) -> None:
+        pass
+
+    def extend(self, committed: bytes) -> None:
+        pass
+
+    def propose(self, max_tokens: int) -> Draft:
+        self.proposals += 1
+        time.sleep(self.seconds)
+        return Draft(b" x", "model", 1)

@@ -11,10 +11,24 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from chat_helpers import answered, drive, make_app, notes, press_enter, ready, send, status_line, until, views
+from chat_helpers import (
+    answered,
+    drive,
+    make_app,
+    notes,
+    press_enter,
+    ready,
+    send,
+    status_line,
+    tiny_settings,
+    until,
+    views,
+)
+from spec_helpers import TimedModel
 from textual.pilot import Pilot
 from textual.widgets import Markdown, Static
 
@@ -24,9 +38,14 @@ from ds4spec.chat.loader import missing_models, prepare_engine
 from ds4spec.chat.provenance import DRAFT_STYLE, TARGET_STYLE
 from ds4spec.chat.widgets import ChatInput
 from ds4spec.config import Settings
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.drafters.hybrid import HybridDrafter
+from ds4spec.drafters.lookup import LookupDrafter
+from ds4spec.engine import Engine
 from ds4spec.events import Provenance, TextChunk
 from ds4spec.manifests import find_manifest
 from ds4spec.sessions import SessionStore
+from ds4spec.target import LlamaTarget, TargetOptions
 from ds4spec.tinymodel import build_tiny_gguf
 
 
@@ -378,6 +397,24 @@ def test_the_session_list_reopens_an_older_session(tiny_bpe_gguf: Path, tmp_path
     drive(app, scenario)
 
 
+def test_the_session_list_shows_a_title_as_typed_never_as_markup(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions.sqlite3")
+    sid = store.new_session()
+    store.add_message(sid, "user", "why does [b]x[/b] print [red]?")
+    store.close()
+    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3", session_id=sid)
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        listing = app.screen.query_one("OptionList")
+        shown = "".join(listing.render_line(y).text for y in range(listing.size.height))
+        assert "why does [b]x[/b] print [red]?" in shown
+
+    drive(app, scenario)
+
+
 # -- what can go wrong ------------------------------------------------------------------------------------
 
 
@@ -499,6 +536,29 @@ def test_a_drafter_that_cannot_be_downloaded_leaves_the_chat_working_without_it(
         assert "could not download tiny-drafter" in notes(app)[1] and "without this drafter" in notes(app)[1]
         assert app.conversation.engine is not None and app.conversation.engine.drafter_name in (None, "lookup")
         assert f"drafter {app.conversation.engine.drafter_name or 'none'}" in status_line(app)
+        await send(pilot, "hello")
+        await answered(pilot)
+        assert views(app, "assistant")[-1].status == "done"
+
+    drive(app, scenario)
+
+
+def test_a_drafter_too_slow_to_pay_is_named_in_the_conversation(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    """Textual owns stderr while the chat runs, so the note a command prints there is shown as a chat note."""
+
+    def loader(settings: Settings, listener: object, stage: object, note: Callable[[str], None]) -> Engine:
+        target = LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0))
+        slow = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.05)), background=False)
+        return Engine(settings, target, slow, None, note)
+
+    app = ChatApp(tiny_settings(tiny_bpe_gguf), SessionStore(tmp_path / "sessions.sqlite3"), loader=loader)
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        await until(pilot, lambda: bool(notes(app)), what="the note")
+        [note] = notes(app)
+        assert note.startswith("hybrid(lookup+timed) drafts too slowly to pay here (model at ")
+        assert "speculating with text lookup only; --no-cost-check asks it anyway" in note
         await send(pilot, "hello")
         await answered(pilot)
         assert views(app, "assistant")[-1].status == "done"

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from spec_helpers import OracleDrafter, run_plain
+from spec_helpers import OracleDrafter, TimedModel, run_plain
 
 from ds4spec.config import Settings
 from ds4spec.decode import GenerationRequest
 from ds4spec.draft_cost import seconds_per_token, source_costs, unasked_note
-from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.lookup import LookupDrafter
@@ -29,27 +28,6 @@ from ds4spec.verify_profile import VerifyProfile
 # Measured on a 2-core CPU with Qwen2.5-Coder-1.5B Q4_K_M: seconds per verify span (a plain step is 31 ms).
 CPU = VerifyProfile({1: 0.031, 2: 0.059, 4: 0.104, 8: 0.233, 12: 0.294, 16: 0.285, 32: 0.446, 64: 0.721}, "measured")
 GPU = VerifyProfile({1: 0.006, 16: 0.0066, 64: 0.0075}, "measured")  # nearly flat
-
-
-class TimedModel(Drafter):
-    """A model drafter whose every proposal takes ``seconds``; counts its proposals."""
-
-    name = "timed"
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.proposals = 0
-
-    def begin(self, context: DraftContext) -> None:
-        pass
-
-    def extend(self, committed: bytes) -> None:
-        pass
-
-    def propose(self, max_tokens: int) -> Draft:
-        self.proposals += 1
-        time.sleep(self.seconds)
-        return Draft(b" x", "model", 1)
 
 
 class ClairvoyantLookup(OracleDrafter):

@@ -165,7 +165,7 @@ class ChatApp(App[None]):
         try:
             engine = self._loader(self.settings, self._progress_from_thread,
                                   lambda text: self._ui(self._loading_stage, text),
-                                  lambda text: self._ui(self.note, text))
+                                  self._note_from_thread)
         except Ds4Error as exc:
             self._ui(self._load_failed, str(exc))
             return
@@ -176,6 +176,11 @@ class ChatApp(App[None]):
             self._ui(self._engine_ready, engine)
         except _AppGone:
             engine.close()
+
+    def _note_from_thread(self, text: str) -> None:
+        """A note from loading, or later from the engine (a drafter swapped by /draft that cannot pay)."""
+        with contextlib.suppress(_AppGone):  # nobody is left to read it
+            self._ui(self.note, text)
 
     def _progress_from_thread(self, label: str, done: int, total: int) -> None:
         # Only whole-percent steps cross threads: a download reports every chunk.

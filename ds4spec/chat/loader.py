@@ -60,4 +60,4 @@ def prepare_engine(settings: Settings, *, listener: ProgressListener, stage: Cal
             continue
         note(f"downloaded {manifest.name} to {path} (first run)")
     stage("loading the models")
-    return Engine.load(settings)
+    return Engine.load(settings, note)

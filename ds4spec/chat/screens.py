@@ -39,7 +39,7 @@ class SessionsScreen(ModalScreen[int | None]):
             yield Label("Sessions (newest first)", classes="title")
             options = [Option(session_line(s) + ("  ← open" if s.id == self.current else ""), id=str(s.id))
                        for s in self.sessions]
-            yield OptionList(*options)
+            yield OptionList(*options, markup=False)  # a title is what the user typed, never markup
             yield Label("Enter reopens a session · Esc goes back" if options else "No stored sessions yet · Esc",
                         classes="hint")
 
