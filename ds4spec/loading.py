@@ -71,9 +71,8 @@ def drafter_spec(settings: Settings) -> DrafterSpec:
         backend=backend,  # type: ignore[arg-type]
         p_min=settings.p_min,
         n_ctx=settings.ctx,
-        threads=settings.threads,
+        threads=settings.draft_threads or settings.threads,
         gpu_layers=settings.gpu_layers,
-        llama_threads=settings.draft_threads,
     )
 
 

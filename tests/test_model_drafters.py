@@ -230,3 +230,26 @@ def test_a_draft_never_contains_special_tokens_text(make: Factory, kind: str) ->
             expected = _greedy_reference(drafter, prompt, 40)
             assert draft.text.decode(errors="replace") == expected.decode(errors="replace")
     assert stops >= 1
+
+
+@pytest.mark.parametrize("draft_threads", [1, None])
+def test_draft_threads_set_the_threads_of_a_torch_drafter_as_of_a_llama_one(
+        tiny_torch_dir: Path, tiny_spm_gguf: Path, draft_threads: int | None) -> None:
+    """A drafter's idle threads slow the target's next steps (README, --draft-threads), whatever its backend."""
+    from ds4spec.config import Settings
+    from ds4spec.drafters.factory import build_drafter
+    from ds4spec.loading import drafter_spec
+
+    before = torch.get_num_threads()
+    try:
+        expected = draft_threads or 2
+        for model in (str(tiny_torch_dir), str(tiny_spm_gguf)):
+            drafter = build_drafter(drafter_spec(Settings(draft=model, draft_threads=draft_threads, threads=2)))
+            assert drafter is not None
+            if isinstance(drafter, TorchDrafter):
+                assert torch.get_num_threads() == expected
+            else:
+                assert isinstance(drafter, LlamaDrafter) and drafter.model.n_threads == expected
+            drafter.close()
+    finally:
+        torch.set_num_threads(before)

@@ -26,9 +26,8 @@ class DrafterSpec:
     backend: Backend = "llama"
     p_min: float = 0.3
     n_ctx: int = 4096
-    threads: int | None = None  # a transformers drafter's (torch's) threads
+    threads: int | None = 1  # a model drafter's CPU threads, llama.cpp's or torch's (see Settings.draft_threads)
     gpu_layers: int | None = None
-    llama_threads: int | None = 1  # a llama.cpp drafter's threads (see Settings.draft_threads)
 
 
 def build_drafter(spec: DrafterSpec) -> Drafter | None:
@@ -61,5 +60,5 @@ def _model_drafter(name: str, backend: Backend, spec: DrafterSpec) -> Drafter:
         return TorchDrafter(path, p_min=spec.p_min, n_threads=spec.threads)
     from ds4spec.drafters.llama_drafter import LlamaDrafter
 
-    return LlamaDrafter(path, n_ctx=spec.n_ctx, p_min=spec.p_min, n_threads=spec.llama_threads or spec.threads,
+    return LlamaDrafter(path, n_ctx=spec.n_ctx, p_min=spec.p_min, n_threads=spec.threads,
                         n_gpu_layers=spec.gpu_layers)
