@@ -516,8 +516,11 @@ def test_the_chat_pulls_a_missing_pair_on_first_run_and_says_so(tiny_models: dic
     async def scenario(pilot: Pilot) -> None:
         await ready(pilot)
         await pilot.pause()
-        assert [n.split(" to ")[0] for n in notes(app)] == ["downloaded tiny-target", "downloaded tiny-drafter"]
-        assert "target ds4spec-tiny-bpe" in status_line(app) and "drafter none" not in status_line(app)
+        # (A third note may say that the tiny drafter is too slow to pay against the tiny target here.)
+        assert [n.split(" to ")[0] for n in notes(app)][:2] == ["downloaded tiny-target", "downloaded tiny-drafter"]
+        # A known drafter goes by its manifest name, not by the long name inside its GGUF.
+        assert "target ds4spec-tiny-bpe" in status_line(app)
+        assert "drafter hybrid(lookup+llama:tiny-drafter)" in status_line(app)
         assert app.query_one("#loading").styles.display == "none"
 
     drive(app, scenario)

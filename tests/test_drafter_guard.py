@@ -154,7 +154,8 @@ def test_closing_waits_for_the_running_call_before_closing_the_drafter() -> None
     guard = GuardedDrafter(drafter, background=True)
     guard.begin(DraftContext(text=b"prompt"))
     guard.extend(b"running")
-    while not drafter.extending:
+    deadline = time.monotonic() + 5
+    while not drafter.extending and time.monotonic() < deadline:
         time.sleep(0.001)
     guard.extend(b"queued")  # dropped by close, so the last future is done (cancelled) at once
     guard.close()

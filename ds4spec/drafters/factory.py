@@ -53,12 +53,15 @@ def _model_drafter(name: str, backend: Backend, spec: DrafterSpec) -> Drafter:
         from ds4spec.drafters.torch_drafter import TorchDrafter
 
         return TorchDrafter(directory, p_min=spec.p_min, n_threads=spec.threads)
-    path = resolve_model(name).path
+    resolved = resolve_model(name)
+    path = resolved.path
+    # A known model goes by its short manifest name (smollm2-135m), not by the long name inside its GGUF.
+    known = resolved.manifest.name if resolved.manifest else None
     if backend == "torch":
         from ds4spec.drafters.torch_drafter import TorchDrafter
 
-        return TorchDrafter(path, p_min=spec.p_min, n_threads=spec.threads)
+        return TorchDrafter(path, p_min=spec.p_min, n_threads=spec.threads, name=known and f"torch:{known}")
     from ds4spec.drafters.llama_drafter import LlamaDrafter
 
     return LlamaDrafter(path, n_ctx=spec.n_ctx, p_min=spec.p_min, n_threads=spec.threads,
-                        n_gpu_layers=spec.gpu_layers)
+                        n_gpu_layers=spec.gpu_layers, name=known and f"llama:{known}")
