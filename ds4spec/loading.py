@@ -97,14 +97,19 @@ def load_drafter(settings: Settings, note: Note = stderr_note) -> GuardedDrafter
     except ModelError as exc:
         if settings.draft is not None:
             raise
-        if settings.triggers:
-            note(f"{exc}; drafting with text lookup only")
-            return load_drafter(replace(settings, draft="lookup"), note)
-        note(f"{exc}; decoding without speculation")
-        return None
+        fallback = without_pair_drafter(settings)
+        note(f"{exc}; " + ("drafting with text lookup only" if fallback.draft == "lookup" else
+                           "decoding without speculation"))
+        return load_drafter(fallback, note)
     if not drafter:
         return None
     return GuardedDrafter(drafter, deadline_s=settings.draft_deadline, background=drafter_has_spare_cores(settings))
+
+
+def without_pair_drafter(settings: Settings) -> Settings:
+    """The settings to go on with when the pair's own drafter is missing: the triggers still draft by text
+    lookup; without them there is nothing left to speculate with."""
+    return replace(settings, draft="lookup" if settings.triggers else "none")
 
 
 def drafter_has_spare_cores(settings: Settings) -> bool:

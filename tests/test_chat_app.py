@@ -537,6 +537,7 @@ def test_a_drafter_that_cannot_be_downloaded_leaves_the_chat_working_without_it(
         await pilot.pause()
         assert notes(app)[0].startswith("downloaded tiny-target")
         assert "could not download tiny-drafter" in notes(app)[1] and "without this drafter" in notes(app)[1]
+        assert len(notes(app)) == 2, "the engine does not say again that the drafter is missing"
         assert app.conversation.engine is not None and app.conversation.engine.drafter_name in (None, "lookup")
         assert f"drafter {app.conversation.engine.drafter_name or 'none'}" in status_line(app)
         await send(pilot, "hello")

@@ -13,7 +13,7 @@ from ds4spec.config import Settings
 from ds4spec.drafters.factory import KEYWORDS
 from ds4spec.engine import Engine
 from ds4spec.errors import ModelError
-from ds4spec.loading import check_settings, target_name
+from ds4spec.loading import check_settings, target_name, without_pair_drafter
 from ds4spec.manifests import Manifest, find_pair, load_manifests
 from ds4spec.progress import ProgressListener
 
@@ -56,7 +56,8 @@ def prepare_engine(settings: Settings, *, listener: ProgressListener, stage: Cal
         except ModelError as exc:
             if manifest.name == target or settings.draft is not None:
                 raise
-            note(f"{exc}; going on without this drafter")  # the engine then drafts by lookup, or not at all
+            note(f"{exc}; going on without this drafter")  # the status bar shows what drafts instead
+            settings = without_pair_drafter(settings)  # so that the engine does not say it is missing again
             continue
         note(f"downloaded {manifest.name} to {path} (first run)")
     stage("loading the models")
