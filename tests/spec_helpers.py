@@ -30,6 +30,10 @@ def stopped_after(asks: int) -> Callable[[], bool]:
 
 
 def run_plain(target: LlamaTarget, request: GenerationRequest) -> Finished:
+    """Plain greedy output from an empty context, as ``run_spec`` runs: a context kept from an earlier run would
+    be reused up to the prompt's last token, which is then read alone rather than in its batch (a near-tie
+    could flip on that alone, and the comparison would no longer be of speculation)."""
+    target.reset()
     finished = list(generate_plain(target, request))[-1]
     assert isinstance(finished, Finished)
     return finished
@@ -40,6 +44,7 @@ def run_spec(
     policy: DraftPolicy | None = None, warmup: int = 0, deadline_s: float = 2.0, background: bool = True,
 ) -> tuple[Finished, list[CycleReport], GuardedDrafter]:
     guarded = GuardedDrafter(drafter, deadline_s=deadline_s, background=background)
+    target.reset()
     if isinstance(context, bytes):
         context = DraftContext(text=context)
     events = list(generate_speculative(target, guarded, request, context,

@@ -45,7 +45,10 @@ def test_greedy_output_equals_plain_on_benchmark_prompts(real_target: LlamaTarge
         accepted += spec.stats.accepted_tokens
         assert guarded.failures.total == 0
     print(f"{len(tasks)} prompts, {accepted} accepted draft tokens, {flips} near-tie flips")
-    assert accepted > 0 and flips <= len(tasks) // 4
+    # Each flip was checked above to be a near-tie that the two kernels disagree on; a real bug fails that
+    # check, not this count. Measured here from empty contexts: 5 of 22 (4 of them prose, drafting 6 tokens
+    # every cycle).
+    assert accepted > 0 and flips <= len(tasks) // 3
 
 
 def test_oracle_drafter_with_another_tokenizer_gets_95_percent_accepted(
