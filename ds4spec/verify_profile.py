@@ -104,10 +104,13 @@ def fingerprint(target: LlamaTarget) -> str:
     """What the curve depends on: the model file, threads, offload, the llama.cpp build and the machine."""
     import llama_cpp
 
+    from ds4spec.llama_runtime import system_info
+
     st = target.path.stat()
+    # system_info names the kernels the build has (AVX2 only, AVX-512, ...): one CPU can run either build.
     parts = (str(target.path.resolve()), st.st_size, st.st_mtime_ns, target.n_threads, target.n_gpu_layers,
-             target.n_batch, llama_cpp.__version__, platform.machine(), platform.processor(), os.cpu_count(),
-             _cpu_model())
+             target.n_batch, llama_cpp.__version__, system_info(), platform.machine(), platform.processor(),
+             os.cpu_count(), _cpu_model())
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
 
 

@@ -11,6 +11,10 @@
 #   DS4SPEC_VENV           virtual environment path (default: .venv in the repository)
 #   DS4SPEC_PYTHON         interpreter used to create it (default: python3.11, else python3)
 #   DS4SPEC_LLAMA_BACKEND  cpu | cuda | metal (default: metal on Apple silicon, cpu elsewhere)
+#   DS4SPEC_CPU_FEATURES   x86-64 extensions llama.cpp is built for (Linux): native (default, what /proc/cpuinfo
+#                          lists), avx2 (an AVX2-only machine's kernels: avx avx2 fma f16c bmi2), avx512 (avx2 plus
+#                          AVX-512 with VNNI and BF16), or a list of /proc/cpuinfo flag names; each must be one
+#                          this CPU has
 #   DS4SPEC_TORCH_INDEX    a pip index for torch (for example https://download.pytorch.org/whl/cpu)
 #   CMAKE_ARGS             extra CMake flags for llama.cpp, appended to the ones chosen here
 set -euo pipefail
@@ -26,6 +30,27 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 pick_python() {
     if [[ -n "${DS4SPEC_PYTHON:-}" ]]; then echo "$DS4SPEC_PYTHON"; return; fi
     if command -v python3.11 >/dev/null 2>&1; then echo python3.11; else echo python3; fi
+}
+
+# The CPU flags to build for, space-padded: this CPU's, or the subset DS4SPEC_CPU_FEATURES names. The override
+# reproduces another machine's kernels (an AVX2-only build runs here; a build for an extension this CPU lacks
+# would die at its first evaluation, so that is refused).
+cpu_features() {
+    local have wanted f
+    have=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+    case "${DS4SPEC_CPU_FEATURES:-native}" in
+        native) echo "$have"; return ;;
+        avx2) wanted="avx avx2 fma f16c bmi2" ;;
+        avx512) wanted="avx avx2 fma f16c bmi2 avx512f avx512bw avx512dq avx512vl avx512_vnni avx512_bf16" ;;
+        *) wanted="${DS4SPEC_CPU_FEATURES//,/ }" ;;
+    esac
+    for f in $wanted; do
+        if [[ "$have" != *" $f "* ]]; then
+            say "DS4SPEC_CPU_FEATURES=$DS4SPEC_CPU_FEATURES names $f, which this CPU does not report (/proc/cpuinfo)"
+            return 2
+        fi
+    done
+    echo " $wanted "
 }
 
 # CMake flags for llama.cpp. The default native build enables every instruction set the CPU
@@ -45,7 +70,7 @@ llama_cmake_args() {
     esac
     if [[ "$(uname -s)" == "Linux" && "$(uname -m)" == "x86_64" && -r /proc/cpuinfo ]]; then
         local flags
-        flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+        flags="$(cpu_features)" || exit 2
         has() { [[ "$flags" == *" $1 "* ]]; }
         has avx && args="$args -DGGML_AVX=ON"
         has avx2 && args="$args -DGGML_AVX2=ON"
@@ -58,17 +83,17 @@ llama_cmake_args() {
             has avx512_bf16 && args="$args -DGGML_AVX512_BF16=ON"
         fi
         has avx_vnni && args="$args -DGGML_AVX_VNNI=ON"
+    elif [[ -n "${DS4SPEC_CPU_FEATURES:-}" && "${DS4SPEC_CPU_FEATURES}" != native ]]; then
+        say "DS4SPEC_CPU_FEATURES applies to Linux x86-64 only"; exit 2
     fi
     echo "$args ${CMAKE_ARGS:-}"
 }
 
 # Builds the llama-cpp-python wheel once per (version, flags) and keeps it in the user cache:
 # a rebuild costs minutes, and pip's own cache would hand back a wheel built with other flags.
+# The venv remembers which build it holds, so that changing the backend or CPU features reinstalls.
 install_llama_cpp() {
-    local pip="$VENV/bin/pip"
-    local args key dir
-    args="$(llama_cmake_args)"
-    key="$(printf '%s|%s|%s' "$LLAMA_CPP_PYTHON_VERSION" "$args" "$("$VENV/bin/python" -c 'import sys;print(sys.version_info[:2])')" | sha256sum | cut -c1-16)"
+    local pip="$VENV/bin/pip" args="$1" key="$2" dir
     dir="$CACHE/wheels/llama-cpp-python-$key"
     if ! ls "$dir"/llama_cpp_python-*.whl >/dev/null 2>&1; then
         say "building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION with: $args (a few minutes)"
@@ -79,6 +104,7 @@ install_llama_cpp() {
     fi
     "$pip" install --no-deps --force-reinstall "$dir"/llama_cpp_python-*.whl >/dev/null
     "$pip" install "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" >/dev/null  # its pure-Python dependencies
+    printf '%s\n%s\n' "$key" "$args" > "$VENV/llama-cpp-build.txt"
 }
 
 install_all() {
@@ -98,9 +124,14 @@ install_all() {
             "$pip" install -q "torch==$TORCH_VERSION"
         fi
     fi
-    if ! "$VENV/bin/python" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_PYTHON_VERSION')" 2>/dev/null; then
-        install_llama_cpp
+    local args key
+    args="$(llama_cmake_args)"
+    key="$(printf '%s|%s|%s' "$LLAMA_CPP_PYTHON_VERSION" "$args" "$("$VENV/bin/python" -c 'import sys;print(sys.version_info[:2])')" | sha256sum | cut -c1-16)"
+    if [[ "$(head -n1 "$VENV/llama-cpp-build.txt" 2>/dev/null)" != "$key" ]] \
+        || ! "$VENV/bin/python" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_PYTHON_VERSION')" 2>/dev/null; then
+        install_llama_cpp "$args" "$key"
     fi
+    say "llama.cpp build flags: $args"
     say "installing ds4spec and its dependencies"
     "$pip" install -q -e "$ROOT[test]"
     say "checking that llama.cpp really evaluates tokens"

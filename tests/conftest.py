@@ -11,6 +11,26 @@ import pytest
 from ds4spec.tinymodel import build_tiny_gguf
 
 _REAL_TESTS = Path(__file__).resolve().parent / "real"
+# The x86 extensions that change llama.cpp's kernels, and so its timings and near-tie flips.
+_SIMD_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi2", "avx_vnni", "avx512f", "avx512bw", "avx512dq", "avx512vl",
+               "avx512_vnni", "avx512_bf16", "amx_tile")
+
+
+def pytest_report_header() -> list[str]:
+    """Names the machine a failure happened on: machines differ (AVX2-only and AVX-512), and so do the kernels."""
+    model, flags = "unknown", set()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "unknown":
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    from ds4spec.llama_runtime import system_info
+
+    simd = " ".join(f for f in _SIMD_FLAGS if f in flags) or "none listed"
+    return [f"cpu: {model}, {os.cpu_count()} cores; extensions: {simd}", f"llama.cpp build: {system_info()}"]
 
 
 @pytest.fixture(scope="session")

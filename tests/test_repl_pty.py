@@ -148,15 +148,24 @@ def test_ctrl_c_stops_a_never_ending_answer_and_keeps_it(endless: Path, home: Pa
 
 def test_keys_typed_while_an_answer_streams_are_not_echoed_into_it_but_wait_for_the_next_prompt(
         endless: Path, home: Path, spawned: list[Repl]) -> None:
-    repl = start(spawned, endless, home, "--ctx", "16384", "--max-tokens", "2000")
+    """The answer never ends by itself, so it is still streaming when the keys arrive, however slow the machine:
+    the Ctrl-C sent after them finds it running (it is stored as cancelled), and only then does it stop."""
+    repl = start(spawned, endless, home, "--ctx", "16384", "--max-tokens", "100000")
     repl.type("Count forever\r")
     repl.expect_exact("\x1b[?2004l")  # the answer starts streaming
     repl.child.send("typed ahead")
+    streamed = len(repl.output)
+    while len(repl.output) - streamed < 200:  # more of the answer arrives after the keys
+        repl.child.read_nonblocking(200, timeout=30)
+    repl.child.sendintr()
+    repl.expect_exact("(stopped; the answer so far is kept)")
     repl.expect(STATS)
     repl.expect_exact(PROMPT)
     repl.expect_exact("typed ahead")  # the editor drew it as the next message's start
     answer_on_screen = repl.text[: repl.text.rindex(PROMPT)]
-    assert "typed ahead" not in answer_on_screen and "typed ahead" not in stored(home)[-1].content
+    answer = stored(home)[-1]
+    assert answer.status == "cancelled", "the answer had ended before the keys were typed"
+    assert "typed ahead" not in answer_on_screen and "typed ahead" not in answer.content
     repl.child.sendintr()  # discards the line, so that Ctrl-D exits
     repl.expect_exact("(Ctrl-D exits)")
     assert repl.exit() == 0

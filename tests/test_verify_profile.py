@@ -71,6 +71,17 @@ def test_the_profile_is_measured_once_then_read_from_the_cache(target: LlamaTarg
     assert second.spans == pytest.approx(first.spans)
 
 
+def test_a_build_with_other_cpu_kernels_gets_its_own_profile(target: LlamaTarget,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """An AVX2-only build runs on an AVX-512 machine (DS4SPEC_CPU_FEATURES) and costs what its kernels cost."""
+    from ds4spec import llama_runtime
+    from ds4spec.verify_profile import fingerprint
+
+    native = fingerprint(target)
+    monkeypatch.setattr(llama_runtime, "system_info", lambda: "CPU : AVX = 1 | AVX2 = 1 |")
+    assert fingerprint(target) != native
+
+
 @pytest.mark.parametrize("content", ["{not json", "[]", '{"KEY": {"1": "fast"}}', '{"KEY": {"1": 0}}'])
 def test_a_damaged_cache_costs_only_a_new_measurement(target: LlamaTarget, content: str) -> None:
     from ds4spec.verify_profile import fingerprint

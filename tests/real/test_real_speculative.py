@@ -45,10 +45,11 @@ def test_greedy_output_equals_plain_on_benchmark_prompts(real_target: LlamaTarge
         accepted += spec.stats.accepted_tokens
         assert guarded.failures.total == 0
     print(f"{len(tasks)} prompts, {accepted} accepted draft tokens, {flips} near-tie flips")
-    # Each flip was checked above to be a near-tie that the two kernels disagree on; a real bug fails that
-    # check, not this count. Measured here from empty contexts: 5 of 22 (4 of them prose, drafting 6 tokens
-    # every cycle).
-    assert accepted > 0 and flips <= len(tasks) // 3
+    # No bound on the number of flips: each one was proven above to be a near-tie within the disagreement of
+    # the two kernels at that very position, and how many near-ties a CPU's kernels flip is a fact of the
+    # machine (AVX2 or AVX-512 builds, measured 2 to 5 of these 22 prompts), not of ds4spec. A count could
+    # only ever restate that check or the machine it was measured on.
+    assert accepted > 0
 
 
 def test_oracle_drafter_with_another_tokenizer_gets_95_percent_accepted(
@@ -64,7 +65,7 @@ def test_oracle_drafter_with_another_tokenizer_gets_95_percent_accepted(
         def smol_pieces(data: bytes) -> list[bytes]:
             return [smol_tok.piece(t) for t in smol_tok.tokenize(data)]
 
-        drafted = accepted = 0
+        drafted = accepted = answered = counted = 0
         for task in _tasks()[:12]:
             request = GenerationRequest(task.prompt_tokens(real_target), 64, stop=task.stop)
             plain = run_plain(real_target, request)
@@ -75,5 +76,10 @@ def test_oracle_drafter_with_another_tokenizer_gets_95_percent_accepted(
                 continue  # a kernel flip: past it the oracle's text is no longer the target's future
             drafted += spec.stats.drafted_tokens
             accepted += spec.stats.accepted_tokens
-    print(f"oracle: {accepted}/{drafted} drafted tokens accepted")
-    assert drafted > 200 and accepted / drafted >= 0.95
+            answered += len(plain.tokens)
+            counted += 1
+    print(f"oracle: {accepted}/{drafted} drafted tokens accepted over {counted} prompts ({answered} answer tokens)")
+    # Bounds from what this run measured, not from a machine: the oracle drafts 8 tokens of the answer's own
+    # text a cycle, so at least half of every counted answer is drafted (a pass adds one token of its own).
+    assert counted > 0, "every prompt flipped a near-tie: nothing left to measure the alignment on"
+    assert drafted >= answered // 2 and accepted / drafted >= 0.95

@@ -39,9 +39,11 @@ def test_complete_writes_working_code_for_a_real_prompt() -> None:
     ast.parse(DEMO.decode() + body)  # the prompt plus the generated body is valid Python
 
 
-def test_greedy_completion_is_deterministic_across_processes() -> None:
-    a = complete("--max-tokens", "60", stdin=DEMO)
-    b = complete("--max-tokens", "60", stdin=DEMO)
+def test_greedy_plain_completion_is_deterministic_across_processes() -> None:
+    """Plain decoding: with speculation, draft lengths follow measured costs (timings), and verify passes of
+    other lengths may flip a near-tie (the margin-checked flips of test_real_speculative)."""
+    a = complete("--max-tokens", "60", "--draft", "none", stdin=DEMO)
+    b = complete("--max-tokens", "60", "--draft", "none", stdin=DEMO)
     assert a.returncode == 0 and a.stdout == b.stdout and a.stdout
 
 
