@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "pull",
         help="download models (checked by sha256)",
-        description="Download models into the data directory. NAME: a model, a pair (both models) or 'all'.",
+        description="Download models into the data directory; a derived model is converted from the model it "
+                    "names, pulled first. NAME: a model, a pair (both models) or 'all'.",
     )
     p.add_argument("names", nargs="+", metavar="NAME", help="a model, a pair such as 'default', or 'all'")
     p.add_argument("--force", action="store_true", help="download again even if a verified copy is there")

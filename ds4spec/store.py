@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ds4spec.derive import fetch_derived
 from ds4spec.errors import ModelError
 from ds4spec.manifests import (
+    DerivedSource,
     LocalSource,
     Manifest,
     Pair,
@@ -215,7 +217,8 @@ def pull(manifest: Manifest, *, force: bool = False, progress: bool = True,
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
             _write_stamp(final, manifest.sha256)
-            _note(f"{manifest.name} downloaded and verified: {final}")
+            how = "converted" if isinstance(src, DerivedSource) else "downloaded"
+            _note(f"{manifest.name} {how} and verified: {final}")
             return final
         raise ModelError(f"could not download {manifest.name}: " + "; ".join(failures))
 
@@ -236,7 +239,11 @@ def _pull_from(src: Source, manifest: Manifest, tmp: Path, progress: bool,
             return sinks[0]
 
         try:
-            FETCHERS[src.kind](src, manifest, factory)
+            if isinstance(src, DerivedSource):
+                base = pull(find_manifest(src.base), progress=progress, listener=listener)
+                fetch_derived(base, src, manifest, factory, progress, listener)
+            else:
+                FETCHERS[src.kind](src, manifest, factory)
         finally:
             for bar in bars:
                 bar.close()

@@ -11,6 +11,7 @@ import pytest
 
 from ds4spec.errors import UnknownModelError
 from ds4spec.manifests import (
+    DerivedSource,
     HuggingFaceSource,
     LocalSource,
     ManifestError,
@@ -159,6 +160,16 @@ def test_shipped_pairs_are_the_default_and_the_qwen_drafter() -> None:
     assert all(p.description for p in pairs.values())
 
 
+def test_the_memory_bound_target_is_the_default_targets_weights_converted_here() -> None:
+    manifests = load_manifests()
+    for name, quantization in (("qwen2.5-coder-1.5b-f16", "F16"), ("qwen2.5-coder-1.5b-q8_0", "Q8_0")):
+        m = manifests[name]
+        assert m.sources == (DerivedSource("qwen2.5-coder-1.5b", quantization),) and m.quantization == quantization
+        assert m.same_tokenizer(manifests["qwen2.5-coder-1.5b"])
+    f16 = load_pairs(manifests)["f16"]
+    assert (f16.target, f16.drafter) == ("qwen2.5-coder-1.5b-f16", "smollm2-135m")
+
+
 def test_find_manifest_refuses_an_unknown_name_listing_the_known_ones() -> None:
     assert find_manifest("smollm2-135m").name == "smollm2-135m"
     with pytest.raises(UnknownModelError) as e:
@@ -231,6 +242,10 @@ def test_a_malformed_sha256_is_refused(tmp_path: Path, sha: str) -> None:
         ({"kind": "pypi", "package": "p", "version": "1", "member": "*", "parts": 3}, "sources[0].package"),
         ({"kind": "pypi", "package": "p{part}", "member": "*", "parts": 3}, "sources[0].version"),
         ({"kind": "local", "path": "x", "sha": "y"}, "sources[0].sha"),
+        ({"kind": "derived", "from": "base", "quantization": "Q3"}, "sources[0].quantization"),
+        ({"kind": "derived", "quantization": "F16"}, "sources[0].from"),
+        ({"kind": "derived", "from": "Not A Name", "quantization": "F16"}, "sources[0].from"),
+        ({"kind": "derived", "from": "fake-model", "quantization": "F16"}, "sources[0].from"),
     ],
 )
 def test_a_malformed_source_is_refused_naming_its_index_and_key(
