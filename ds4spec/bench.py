@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
@@ -82,6 +83,9 @@ class Tally:
     identical: int = 0
     runs: int = 0
     failures: int = 0
+    passes: int = 0
+    loop_seconds: float = 0.0
+    loop_medians: list[float] = field(default_factory=list)  # each run's median cycle
     accepted_lengths: Counter[int] = field(default_factory=Counter)  # verify passes with a draft, by accepted
     event_counts: dict[str, EventCounts] = field(default_factory=dict)  # every cycle, drafted or not, per event
 
@@ -110,6 +114,10 @@ class Tally:
         self.identical += identical
         self.runs += 1
         self.failures += s.drafter_failures
+        self.passes += s.target_forward_passes
+        self.loop_seconds += s.loop_seconds
+        if s.loop_median_seconds:
+            self.loop_medians.append(s.loop_median_seconds)
         for name, counts in s.events.items():
             self.event_counts.setdefault(name, EventCounts()).merge(counts)
 
@@ -128,6 +136,8 @@ class Tally:
             "runs": self.runs,
             "all_identical": self.identical == self.runs,
             "drafter_failures": self.failures,
+            "loop_ms_mean": round(1000 * self.loop_seconds / self.passes, 3) if self.passes else 0.0,
+            "loop_ms_median": round(1000 * statistics.median(self.loop_medians), 3) if self.loop_medians else 0.0,
             "events": {name: {"cycles": c.cycles, "passes": c.verify_passes_with_draft, "drafted": c.drafted_tokens,
                               "accepted": c.accepted_tokens}
                        for name, c in sorted(self.event_counts.items(), key=lambda kv: -kv[1].cycles)},
@@ -296,12 +306,22 @@ def _print(report: Report) -> None:
               f"{'' if plain else format(r['verify_share'], '.0%'):>7} "
               f"{'' if plain else str(r['identical']) + '/' + str(r['runs']):>9}")
     _print_events(report)
+    _print_loop(report)
     _print_costs(report)
     drafters = report.settings.get("drafters", {})
     print(f"target {report.settings.get('target')}; drafters {drafters}; greedy, {report.settings['max_tokens']} "
           f"tokens, {report.settings['limit']} prompts per workload")
 
 
+
+
+def _print_loop(report: Report) -> None:
+    """Speculation's own cost per cycle, outside the models: it must stay far below a GPU step (10-20 ms)."""
+    rows = [r for r in report.rows if r["mode"] != "plain" and r.get("loop_ms_mean")]
+    if rows:
+        print()
+        print("loop outside model calls, ms a cycle (median of the runs' medians / mean): " + ", ".join(
+            f"{r['workload']} {r['mode']} {r['loop_ms_median']:.2f} / {r['loop_ms_mean']:.2f}" for r in rows))
 
 
 def _print_costs(report: Report) -> None:

@@ -69,6 +69,8 @@ def generate_speculative(
     except KeyboardInterrupt:
         reason = FinishReason.CANCELLED
     stats.drafter_failures = drafter.failures.total - failures_before
+    stats.loop_seconds = sum(cycle.loop_samples)
+    stats.loop_median_seconds = float(np.median(cycle.loop_samples)) if cycle.loop_samples else 0.0
     if isinstance(cycle.policy, GatedPolicy):
         stats.plain_step_seconds = cycle.policy.costs.plain_step() or 0.0
     yield from out.finish(reason, clock)
@@ -95,6 +97,10 @@ class _Cycle:
         self.out = out
         self.stats = out.stats
         self.drafter_tokens_per_target_token = 1.0
+        # Per cycle, the seconds outside model calls (target passes, drafter proposals) and outside the
+        # consumer: alignment, verdicts, policy, syntax tracking, detokenizing. On a GPU a large target's
+        # step takes 10 to 20 ms, so this must stay well under that.
+        self.loop_samples: list[float] = []
 
     def run(self, cancelled: Callable[[], bool], clock: Clock) -> Generator[Event, None, FinishReason]:
         target = self.target
@@ -115,11 +121,12 @@ class _Cycle:
             if target.n_past >= target.n_ctx:
                 return FinishReason.CONTEXT
             start = time.perf_counter()
-            draft, requested, source, draft_seconds, sync_seconds = self._draft(pending)
+            draft, requested, source, draft_seconds, sync_seconds, propose_seconds = self._draft(pending)
             base = target.n_past
             t0 = time.perf_counter()
             target.checkpoint()
             rows = target.eval_span([pending, *draft])
+            model_seconds = propose_seconds + time.perf_counter() - t0
             verdict = self._verify(rows, draft)
             target.rollback(base + 1 + verdict.accepted)
             verify_seconds = time.perf_counter() - t0
@@ -127,16 +134,20 @@ class _Cycle:
             if draft:
                 yield CycleReport(len(draft), verdict.accepted, draft_seconds, verify_seconds, self.policy.event)
             committed = [*draft[: verdict.accepted], verdict.token]
+            outside = 0.0  # seconds the consumer held the stream
             for i, token in enumerate(committed):
                 own = i == len(committed) - 1
                 chunk, reason = self.out.commit(token, Provenance.TARGET if own else Provenance.DRAFT)
                 if chunk:
+                    handed = time.perf_counter()
                     yield chunk
+                    outside += time.perf_counter() - handed
                 if reason:
                     return reason
             self._follow(self.tok.detokenize(committed))
             spent = time.perf_counter() - start - sync_seconds  # a catch-up is no cost of this draft's length
             self.policy.observe(requested, len(draft), verdict.accepted, spent, source)
+            self.loop_samples.append(time.perf_counter() - start - model_seconds - outside)
             pending = verdict.token
 
     def _follow(self, committed: bytes) -> None:
@@ -144,9 +155,10 @@ class _Cycle:
         self.drafter.extend(committed)
         self.policy.extend(committed)
 
-    def _draft(self, pending: int) -> tuple[list[int], int, str, float, float]:
+    def _draft(self, pending: int) -> tuple[list[int], int, str, float, float, float]:
         """Target tokens to verify after ``pending``, how many were asked for, the draft's source (``none``
-        when there was none), the seconds it took, and how many of them the drafter spent catching up."""
+        when there was none), the seconds it took, how many of them the drafter spent catching up, and how
+        many in its proposal (the model's work, catch-up included; the rest is alignment)."""
         target = self.target
         room = min(
             target.n_ctx - target.n_past - 1,
@@ -154,14 +166,15 @@ class _Cycle:
             self.request.max_tokens - len(self.out.tokens),
         )
         if target.n_past + 1 < self.settings.warmup_tokens or not self.drafter.available:
-            return [], 0, "none", 0.0, 0.0
+            return [], 0, "none", 0.0, 0.0, 0.0
         k = min(self.policy.draft_length(), room)
         if k <= 0:
-            return [], 0, "none", 0.0, 0.0
+            return [], 0, "none", 0.0, 0.0, 0.0
         t0 = time.perf_counter()
         # The aligner drops a draft's unstable last word, so ask for a little more than k.
         want = math.ceil(k * self.drafter_tokens_per_target_token) + 2
         proposal = self.drafter.propose(want, source=self.policy.source)
+        propose_seconds = time.perf_counter() - t0
         draft: list[int] = []
         if proposal.text:
             # align_draft re-tokenizes the window's last tokens after any control token (template markup).
@@ -170,7 +183,7 @@ class _Cycle:
             if draft and proposal.drafter_tokens:
                 ratio = proposal.drafter_tokens / len(draft)
                 self.drafter_tokens_per_target_token = 0.8 * self.drafter_tokens_per_target_token + 0.2 * ratio
-        return draft, k, proposal.source, time.perf_counter() - t0, proposal.sync_seconds
+        return draft, k, proposal.source, time.perf_counter() - t0, proposal.sync_seconds, propose_seconds
 
     def _verify(self, rows: np.ndarray, draft: list[int]) -> Verdict:
         last_n = self.request.sampling.repeat_last_n

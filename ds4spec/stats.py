@@ -65,6 +65,8 @@ class GenerationStats:
     verify_passes_with_draft: int = 0
     drafter_failures: int = 0  # cycles where the drafter raised, missed its deadline or returned garbage
     plain_step_seconds: float = 0.0  # measured (or estimated) cost of one plain decoding step
+    loop_seconds: float = 0.0  # speculation's own work outside model calls and the consumer, over all cycles
+    loop_median_seconds: float = 0.0  # the same, the median cycle's
     seed: int | None = None
     events: dict[str, EventCounts] = field(default_factory=dict)  # per syntax event, with triggers on
 

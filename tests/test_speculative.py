@@ -7,6 +7,7 @@ allowed difference is a flip at a near-tie between batched and single-token arit
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -30,7 +31,7 @@ from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
-from ds4spec.events import Finished, FinishReason
+from ds4spec.events import Finished, FinishReason, TextChunk
 from ds4spec.policy import CycleCosts, DraftPolicy, FixedLength, GatedPolicy
 from ds4spec.sampling import SamplingSettings
 from ds4spec.speculative import SpecSettings, generate_speculative
@@ -270,6 +271,27 @@ def test_statistics_add_up(target: LlamaTarget) -> None:
     assert s.corrected_tokens + s.bonus_tokens == len(cycles)
     assert s.committed_tokens == len(spec.tokens)
     assert s.target_forward_passes < s.committed_tokens  # drafts were accepted: fewer passes than tokens
+
+
+def test_the_loops_own_time_leaves_out_the_models_and_the_consumer(target: LlamaTarget) -> None:
+    """A face that holds every chunk for 50 ms (a slow terminal) adds nothing to the loop's own time, which
+    is what speculation costs beyond the models: every cycle's is measured, and the median is one of them."""
+    request = _request(target, PROMPTS[0], max_tokens=40)
+    future = target.tokenizer.detokenize(run_plain(target, request).tokens)
+    target.reset()
+    drafter = GuardedDrafter(OracleDrafter(future), background=False)
+    held = 0.0
+    for event in generate_speculative(target, drafter, request, DraftContext(text=PROMPTS[0]),
+                                      SpecSettings(warmup_tokens=0), policy=FixedLength(4)):
+        if isinstance(event, Finished):
+            s = event.stats
+        elif isinstance(event, TextChunk):  # the face shows it
+            time.sleep(0.05)
+            held += 0.05
+    drafter.close()
+    assert held >= 0.5 and 0 < s.loop_median_seconds <= s.loop_seconds
+    assert s.loop_seconds < held / 2, (s.loop_seconds, held)
+    assert s.loop_seconds < s.generation_seconds - held
 
 
 def test_sampled_continuations_follow_the_plain_distribution(tiny_bpe_gguf: Path) -> None:
