@@ -45,7 +45,7 @@ def check() -> str:
     """Runs the evaluation check in this process; returns a report or raises AssertionError."""
     import llama_cpp
 
-    from ds4spec.llama_runtime import system_info
+    from ds4spec.llama_runtime import compiled_backends, system_info
     from ds4spec.target import LlamaTarget, TargetOptions
     from ds4spec.tinymodel import build_tiny_gguf
 
@@ -63,8 +63,18 @@ def check() -> str:
         f"ds4spec {__version__}, llama-cpp-python {llama_cpp.__version__}: evaluation OK "
         f"({len(tokens)} tokens, one span, rollback reproduces the logits)\n"
         f"GPU offload: {'yes' if llama_cpp.llama_supports_gpu_offload() else 'no'}\n"
+        f"backends: {describe_backends(compiled_backends())}\n"
         f"{system_info()}\n"
     )
+
+
+def describe_backends(backends: list[tuple[str, int]]) -> str:
+    """``CPU (1 device), CUDA (0 devices: no GPU or driver found)``: a GPU build is told from a GPU in use."""
+    def one(name: str, devices: int) -> str:
+        plural = "device" if devices == 1 else "devices"
+        return f"{name} ({devices} {plural}{': no GPU or driver found' if not devices else ''})"
+
+    return ", ".join(one(name, n) for name, n in backends) or "none reported"
 
 
 if __name__ == "__main__":

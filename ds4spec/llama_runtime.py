@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from pathlib import Path
 
 import llama_cpp
 
@@ -52,3 +53,27 @@ def default_threads() -> int:
 def system_info() -> str:
     init_llama()
     return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
+
+
+def compiled_backends() -> list[tuple[str, int]]:
+    """The ggml backends this build has, each with the devices it found: a CUDA build on a machine without a
+    GPU or driver has the CUDA backend with no device, and then offloads nothing."""
+    init_llama()
+    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    found = sorted(lib_dir.glob("libggml.so*")) or sorted(lib_dir.glob("libggml*.dylib")) \
+        or sorted(lib_dir.glob("ggml.dll"))
+    if not found:
+        return []
+    ggml = ctypes.CDLL(str(found[0]))  # already loaded with llama.cpp: the same library, not a second copy
+    ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+    ggml.ggml_backend_reg_get.restype = ctypes.c_void_p
+    ggml.ggml_backend_reg_get.argtypes = [ctypes.c_size_t]
+    ggml.ggml_backend_reg_name.restype = ctypes.c_char_p
+    ggml.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
+    ggml.ggml_backend_reg_dev_count.restype = ctypes.c_size_t
+    ggml.ggml_backend_reg_dev_count.argtypes = [ctypes.c_void_p]
+    backends = []
+    for i in range(ggml.ggml_backend_reg_count()):
+        reg = ggml.ggml_backend_reg_get(i)
+        backends.append((ggml.ggml_backend_reg_name(reg).decode(), int(ggml.ggml_backend_reg_dev_count(reg))))
+    return backends

@@ -16,6 +16,8 @@
 #                          AVX-512 with VNNI and BF16), or a list of /proc/cpuinfo flag names; each must be one
 #                          this CPU has
 #   DS4SPEC_TORCH_INDEX    a pip index for torch (for example https://download.pytorch.org/whl/cpu)
+#   DS4SPEC_CUDA_ARCH      with cuda: the one GPU architecture to build for, as CMake names it (90 for H100/H200,
+#                          89 for RTX 40xx, 86 for RTX 30xx, 80 for A100; default: what nvidia-smi reports, else 90)
 #   CMAKE_ARGS             extra CMake flags for llama.cpp, appended to the ones chosen here
 set -euo pipefail
 
@@ -53,6 +55,43 @@ cpu_features() {
     echo " $wanted "
 }
 
+# CUDA: one architecture keeps the build to tens of minutes on 2 cores (each adds as much again). A toolkit
+# without cuBLAS (nvcc alone) gets it from PyPI's nvidia-cublas of the toolkit's version, kept in the cache; with
+# no driver library (libcuda), ggml's virtual-memory pool, which links it, is left out.
+cuda_cmake_args() {
+    local arch version prefix
+    command -v nvcc >/dev/null 2>&1 || { say "DS4SPEC_LLAMA_BACKEND=cuda needs the CUDA toolkit (nvcc on PATH)"; return 2; }
+    arch="${DS4SPEC_CUDA_ARCH:-}"
+    if [[ -z "$arch" ]] && command -v nvidia-smi >/dev/null 2>&1; then
+        arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. ')"
+    fi
+    printf -- '-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=%s' "${arch:-90}"
+    if ! printf '#include <cublas_v2.h>\n' | nvcc -x cu -E - -o /dev/null >/dev/null 2>&1; then
+        version="$(nvcc --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')"
+        prefix="$(cublas_prefix "$version")" || return 2
+        printf -- ' -DCUDA_cublas_LIBRARY=%s -DCUDA_cublasLt_LIBRARY=%s -DCMAKE_CUDA_FLAGS=-I%s -DCMAKE_CXX_FLAGS=-I%s' \
+            "$prefix/lib/libcublas.so" "$prefix/lib/libcublasLt.so" "$prefix/include" "$prefix/include"
+    fi
+    if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then printf -- ' -DGGML_CUDA_NO_VMM=ON'; fi
+}
+
+# cuBLAS's headers and libraries from PyPI's nvidia-cublas wheel for CUDA $1, unpacked once into the cache.
+cublas_prefix() {
+    local prefix="$CACHE/cublas-$1" tmp lib
+    if [[ ! -e "$prefix/include/cublas_v2.h" ]]; then
+        say "the CUDA toolkit has no cuBLAS: fetching nvidia-cublas==$1.* from PyPI"
+        tmp="$(mktemp -d)"
+        python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "nvidia-cublas==$1.*" >&2 || return 2
+        rm -rf "$prefix.tmp" && mkdir -p "$prefix.tmp/include" "$prefix.tmp/lib"
+        (cd "$tmp" && python3 -m zipfile -e nvidia_cublas-*.whl unpacked) >&2
+        cp "$tmp"/unpacked/nvidia/cu*/include/* "$prefix.tmp/include/"
+        cp "$tmp"/unpacked/nvidia/cu*/lib/* "$prefix.tmp/lib/"
+        for lib in "$prefix.tmp"/lib/*.so.*; do ln -sf "$(basename "$lib")" "${lib%%.so.*}.so"; done
+        rm -rf "$tmp" "$prefix" && mv "$prefix.tmp" "$prefix"
+    fi
+    echo "$prefix"
+}
+
 # CMake flags for llama.cpp. The default native build enables every instruction set the CPU
 # reports, AMX included, and AMX faults on machines whose kernel does not grant it to the process.
 # So we name the x86 extensions we use explicitly and never enable AMX.
@@ -64,7 +103,7 @@ llama_cmake_args() {
     local args="-DGGML_NATIVE=OFF"
     case "$backend" in
         metal) args="-DGGML_METAL=ON" ;;
-        cuda) args="$args -DGGML_CUDA=ON" ;;
+        cuda) args="$args $(cuda_cmake_args)" || exit 2 ;;
         cpu) ;;
         *) say "unknown DS4SPEC_LLAMA_BACKEND=$backend (cpu, cuda or metal)"; exit 2 ;;
     esac
@@ -103,8 +142,19 @@ install_llama_cpp() {
         rm -rf "$dir" && mv "$dir.tmp" "$dir"
     fi
     "$pip" install --no-deps --force-reinstall "$dir"/llama_cpp_python-*.whl >/dev/null
+    link_cublas "$args"
     "$pip" install "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" >/dev/null  # its pure-Python dependencies
     printf '%s\n%s\n' "$key" "$args" > "$VENV/llama-cpp-build.txt"
+}
+
+# A cuBLAS from the cache (cublas_prefix) is linked beside llama.cpp's libraries, where their RPATH ($ORIGIN)
+# finds it, so that loading llama.cpp needs no LD_LIBRARY_PATH.
+link_cublas() {
+    local lib dest
+    lib="$(sed -n 's/.*-DCUDA_cublas_LIBRARY=\([^ ]*\)\/libcublas\.so.*/\1/p' <<<"$1")"
+    [[ -n "$lib" ]] || return 0
+    dest="$("$VENV/bin/python" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("llama_cpp").origin).parent / "lib")')"
+    ln -sf "$lib"/*.so.* "$dest/"
 }
 
 install_all() {
