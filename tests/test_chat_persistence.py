@@ -23,7 +23,9 @@ from ds4spec.sessions import SessionStore
 from ds4spec.tinymodel import build_tiny_gguf
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a real terminal")
-WIDTH, HEIGHT = 100, 30
+# Room for a few thousand characters of answer below its header: the answer streams without end, and the test
+# must catch the header and the text under it on one screen before the header scrolls away, however slow the machine.
+WIDTH, HEIGHT = 160, 50
 
 
 class Terminal:
@@ -86,9 +88,12 @@ def terminals(tmp_path: Path) -> Iterator[Callable[[], Terminal]]:
 
 
 def answer_on_screen(screen: str) -> str:
-    """The answer's text as drawn in the provenance view: the lines between its header and the input."""
+    """The answer's text as drawn in the provenance view: the lines between its header and the input ("" while
+    its header is not on the screen)."""
     lines = screen.splitlines()
-    start = max(i for i, line in enumerate(lines) if line.strip().startswith("assistant"))
+    start = max((i for i, line in enumerate(lines) if line.strip().startswith("assistant")), default=None)
+    if start is None:
+        return ""
     body: list[str] = []
     for line in lines[start + 1:]:
         if "▔" in line or "Message ·" in line:  # the input box's top edge: the conversation ends above it
@@ -115,9 +120,9 @@ def test_killing_the_chat_mid_answer_keeps_everything_that_was_on_screen(termina
     terminal.keys("C-t")  # the provenance view shows the answer's characters as they are, without markdown
     terminal.keys("Tell me everything", literal=True)
     terminal.keys("Enter")
-    terminal.wait_for(lambda s: "generating" in s and len(comparable(answer_on_screen(s))) > 40,
-                      "the answer to appear")
-    shown = terminal.screen()
+    # The screen that showed it, not a later one: the answer goes on streaming meanwhile.
+    shown = terminal.wait_for(lambda s: "generating" in s and len(comparable(answer_on_screen(s))) > 40,
+                              "the answer to appear")
     os.kill(terminal.pid(), signal.SIGKILL)
     on_screen = comparable(answer_on_screen(shown))
     assert "generating" in shown and len(on_screen) > 40
