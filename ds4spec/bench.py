@@ -313,8 +313,6 @@ def _print(report: Report) -> None:
           f"tokens, {report.settings['limit']} prompts per workload")
 
 
-
-
 def _print_loop(report: Report) -> None:
     """Speculation's own cost per cycle, outside the models: it must stay far below a GPU step (10-20 ms)."""
     rows = [r for r in report.rows if r["mode"] != "plain" and r.get("loop_ms_mean")]

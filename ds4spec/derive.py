@@ -9,7 +9,6 @@ beside the store's final file and then streamed through the store's sink, which 
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,13 +24,13 @@ def quantize_file(base: Path, out: Path, quantization: str, progress: ByteProgre
     """Writes ``base`` converted to ``quantization`` at ``out``; progress follows the output's size."""
     import llama_cpp
 
-    from ds4spec.llama_runtime import init_llama
+    from ds4spec.llama_runtime import available_cores, init_llama
 
     init_llama()
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{quantization}")
     params.allow_requantize = True
-    params.nthread = os.cpu_count() or 1
+    params.nthread = available_cores()
     codes: list[int] = []
     worker = threading.Thread(  # ctypes lets go of the GIL: this thread can watch the file grow meanwhile
         target=lambda: codes.append(llama_cpp.llama_model_quantize(str(base).encode(), str(out).encode(),

@@ -60,8 +60,7 @@ def compiled_backends() -> list[tuple[str, int]]:
     GPU or driver has the CUDA backend with no device, and then offloads nothing."""
     init_llama()
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
-    found = sorted(lib_dir.glob("libggml.so*")) or sorted(lib_dir.glob("libggml*.dylib")) \
-        or sorted(lib_dir.glob("ggml.dll"))
+    found = [p for p in (lib_dir / name for name in ("libggml.so", "libggml.dylib", "ggml.dll")) if p.exists()]
     if not found:
         return []
     ggml = ctypes.CDLL(str(found[0]))  # already loaded with llama.cpp: the same library, not a second copy

@@ -131,10 +131,12 @@ class _Cycle:
             target.rollback(base + 1 + verdict.accepted)
             verify_seconds = time.perf_counter() - t0
             self._account(len(draft), verdict.accepted, draft_seconds, verify_seconds)
-            if draft:
-                yield CycleReport(len(draft), verdict.accepted, draft_seconds, verify_seconds, self.policy.event)
-            committed = [*draft[: verdict.accepted], verdict.token]
             outside = 0.0  # seconds the consumer held the stream
+            if draft:
+                handed = time.perf_counter()
+                yield CycleReport(len(draft), verdict.accepted, draft_seconds, verify_seconds, self.policy.event)
+                outside += time.perf_counter() - handed
+            committed = [*draft[: verdict.accepted], verdict.token]
             for i, token in enumerate(committed):
                 own = i == len(committed) - 1
                 chunk, reason = self.out.commit(token, Provenance.TARGET if own else Provenance.DRAFT)
