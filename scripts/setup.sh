@@ -135,7 +135,9 @@ install_llama_cpp() {
     local pip="$VENV/bin/pip" args="$1" key="$2" dir
     dir="$CACHE/wheels/llama-cpp-python-$key"
     if ! ls "$dir"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-        say "building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION with: $args (a few minutes)"
+        local how_long="a few minutes"
+        [[ "$args" == *GGML_CUDA=ON* ]] && how_long="tens of minutes on a few cores: CUDA kernels"
+        say "building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION with: $args ($how_long)"
         mkdir -p "$dir.tmp"
         CMAKE_ARGS="$args" FORCE_CMAKE=1 "$pip" wheel --no-deps --no-cache-dir --no-binary llama-cpp-python \
             -w "$dir.tmp" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
