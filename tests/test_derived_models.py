@@ -57,7 +57,7 @@ def test_derivation_is_deterministic_so_a_manifest_can_name_its_sha256(
 @pytest.mark.parametrize("quantization", ["F16", "Q8_0"])
 def test_pull_derives_the_file_pulling_its_base_first_and_it_evaluates_like_the_base(
         home: Path, base: Manifest, tmp_path: Path, quantization: str) -> None:
-    expected = derived_once(Path(home / "manifests" / "tiny.gguf"), tmp_path / "scratch.gguf", quantization)
+    expected = derived_once(home / "manifests" / "tiny.gguf", tmp_path / "scratch.gguf", quantization)
     derived = derived_manifest(home, base, quantization, expected)
     heard: list[str] = []
     path = store.pull(derived, progress=False, listener=lambda label, done, total: heard.append(label))
@@ -76,7 +76,7 @@ def test_pull_derives_the_file_pulling_its_base_first_and_it_evaluates_like_the_
 
 def test_a_derived_file_of_another_sha256_is_refused_and_nothing_is_left(home: Path, base: Manifest,
                                                                          tmp_path: Path) -> None:
-    expected = derived_once(Path(home / "manifests" / "tiny.gguf"), tmp_path / "scratch.gguf", "F16")
+    expected = derived_once(home / "manifests" / "tiny.gguf", tmp_path / "scratch.gguf", "F16")
     derived = derived_manifest(home, base, "F16", expected, sha256=hashlib.sha256(b"other").hexdigest())
     with pytest.raises(ModelError, match=r"could not download tiny-f16: derived: gave a file with sha256 "):
         store.pull(derived, progress=False)
