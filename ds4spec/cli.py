@@ -30,9 +30,12 @@ def _sub(subparsers: argparse._SubParsersAction, name: str, **kwargs: object) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ds4spec import bench, cli_models, complete, doctor, repl
-    from ds4spec.chat import command as chat
-    from ds4spec.server import stdio as serve
+    from ds4spec.bench import command as bench
+    from ds4spec.faces import complete, doctor
+    from ds4spec.faces import models as cli_models
+    from ds4spec.faces.chat import command as chat
+    from ds4spec.faces.repl import command as repl
+    from ds4spec.faces.server import stdio as serve
 
     parser = _Parser(
         prog="ds4spec",

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from ds4spec.chat.app import ChatApp
-from ds4spec.chat.widgets import MessageView, NoteView
-from ds4spec.config import Settings
-from ds4spec.sessions import SessionStore
+from ds4spec.engine.settings import Settings
+from ds4spec.faces.chat.app import ChatApp
+from ds4spec.faces.chat.widgets import MessageView, NoteView
+from ds4spec.faces.shared.sessions import SessionStore
 
 SIZE = (100, 32)
 

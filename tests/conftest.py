@@ -7,8 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from ds4spec.tinymodel import build_tiny_gguf
+from tinymodel import build_tiny_gguf
 
 _REAL_TESTS = Path(__file__).resolve().parent / "real"
 # The x86 extensions that change llama.cpp's kernels, and so its timings and near-tie flips.
@@ -27,7 +26,7 @@ def pytest_report_header() -> list[str]:
                 model = value.strip()
             elif key.strip() == "flags" and not flags:
                 flags = set(value.split())
-    from ds4spec.llama_runtime import system_info
+    from ds4spec.backend.runtime import system_info
 
     simd = " ".join(f for f in _SIMD_FLAGS if f in flags) or "none listed"
     return [f"cpu: {model}, {os.cpu_count()} cores; extensions: {simd}", f"llama.cpp build: {system_info()}"]

@@ -8,13 +8,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ds4spec.decode import GenerationRequest, generate_plain
-from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.events import CycleReport, Finished
+from ds4spec.core.plain import GenerationRequest, generate_plain
+from ds4spec.core.speculative import SpecSettings, generate_speculative
 from ds4spec.drafters.guard import GuardedDrafter
-from ds4spec.events import CycleReport, Finished
-from ds4spec.policy import DraftPolicy
-from ds4spec.speculative import SpecSettings, generate_speculative
-from ds4spec.target import LlamaTarget
+from ds4spec.policy.gate import DraftPolicy
 
 
 def stopped_after(asks: int) -> Callable[[], bool]:

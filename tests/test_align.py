@@ -1,4 +1,4 @@
-"""Draft text -> target tokens (ds4spec.align) on both tiny tokenizer families: byte-level BPE and SentencePiece."""
+"""Draft text -> target tokens (ds4spec.core.align) on both tiny tokenizer families: byte BPE and SentencePiece."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import llama_cpp
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tinymodel import TRAINING_TEXT
 
-from ds4spec.align import adds_space_prefix, align_draft, last_chunk_start
-from ds4spec.llama_runtime import init_llama
-from ds4spec.tinymodel import TRAINING_TEXT
-from ds4spec.tokenizer import LlamaTokenizer
+from ds4spec.backend.runtime import init_llama
+from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.core.align import adds_space_prefix, align_draft, last_chunk_start
 
 KINDS = ("bpe", "spm")
 CODE = TRAINING_TEXT.encode()

@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ds4spec.bench_peers import BenchTask, run_peer_groups
-from ds4spec.bench_systems import system_rows
-from ds4spec.decode import GenerationRequest, generate_plain
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.bench.peer_runs import BenchTask, run_peer_groups
+from ds4spec.bench.peers import PEER_KEYS, PeerSetup, parse_peers
+from ds4spec.bench.peers.llama_lookup import _score
+from ds4spec.bench.peers.llama_plain import LlamaPlainPeer
+from ds4spec.bench.systems import system_rows
+from ds4spec.bench.workloads import load_tasks
+from ds4spec.core.events import Finished
+from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.errors import UsageError
-from ds4spec.events import Finished
-from ds4spec.peers import PEER_KEYS, PeerSetup, parse_peers
-from ds4spec.peers.llama_lookup import _score
-from ds4spec.peers.llama_plain import LlamaPlainPeer
-from ds4spec.target import LlamaTarget, TargetOptions
-from ds4spec.workloads import load_tasks
 
 CHARTS = ("tokens_per_second.png", "acceptance_by_event.png", "accepted_length.png", "time_split.png")
 

@@ -31,22 +31,22 @@ from chat_helpers import (
 from spec_helpers import TimedModel
 from textual.pilot import Pilot
 from textual.widgets import Markdown, Static
+from tinymodel import build_tiny_gguf
 
-from ds4spec import store
-from ds4spec.chat.app import ChatApp
-from ds4spec.chat.loader import missing_models, prepare_engine
-from ds4spec.chat.provenance import DRAFT_STYLE, TARGET_STYLE
-from ds4spec.chat.widgets import ChatInput
-from ds4spec.config import Settings
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.core.events import Provenance, TextChunk
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.lookup import LookupDrafter
-from ds4spec.engine import Engine
-from ds4spec.events import Provenance, TextChunk
-from ds4spec.manifests import find_manifest
-from ds4spec.sessions import SessionStore
-from ds4spec.target import LlamaTarget, TargetOptions
-from ds4spec.tinymodel import build_tiny_gguf
+from ds4spec.engine.engine import Engine
+from ds4spec.engine.settings import Settings
+from ds4spec.faces.chat.app import ChatApp
+from ds4spec.faces.chat.loader import missing_models, prepare_engine
+from ds4spec.faces.chat.provenance import DRAFT_STYLE, TARGET_STYLE
+from ds4spec.faces.chat.widgets import ChatInput
+from ds4spec.faces.shared.sessions import SessionStore
+from ds4spec.store import local as store
+from ds4spec.store.manifests import find_manifest
 
 
 @pytest.fixture(scope="module")

@@ -16,15 +16,15 @@ import pytest
 from chat_helpers import SIZE, ready, tiny_settings
 from textual.pilot import Pilot
 
-from ds4spec.chat.app import ChatApp
-from ds4spec.chat.screens import SessionsScreen
-from ds4spec.chat.widgets import ChatInput, MessageView
-from ds4spec.config import Settings
-from ds4spec.engine import Engine
+from ds4spec.core.events import Provenance, TextChunk
+from ds4spec.core.stats import GenerationStats
+from ds4spec.engine.engine import Engine
+from ds4spec.engine.settings import Settings
 from ds4spec.errors import ModelError
-from ds4spec.events import Provenance, TextChunk
-from ds4spec.sessions import SessionInfo, SessionStore
-from ds4spec.stats import GenerationStats
+from ds4spec.faces.chat.app import ChatApp
+from ds4spec.faces.chat.screens import SessionsScreen
+from ds4spec.faces.chat.widgets import ChatInput, MessageView
+from ds4spec.faces.shared.sessions import SessionInfo, SessionStore
 
 Compare = Callable[..., bool]
 

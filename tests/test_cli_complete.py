@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ds4spec.tinymodel import build_tiny_gguf
+from tinymodel import build_tiny_gguf
 
 PROMPT = b"def fibonacci(n):\n"
 

@@ -17,8 +17,9 @@ import pytest
 from test_manifests import to_toml, valid_manifest
 from test_store import PAYLOAD, chunk_packages, closed_port, local_source, pypi_source, write_manifest
 
-from ds4spec import cli_models, store
 from ds4spec.errors import Ds4Error
+from ds4spec.faces import models as cli_models
+from ds4spec.store import local as store
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.config import Settings, load_settings
+from ds4spec.engine.settings import Settings, load_settings
 from ds4spec.errors import UsageError
 
 

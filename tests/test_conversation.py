@@ -6,15 +6,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tinymodel import build_tiny_gguf
 
-from ds4spec.config import Settings
-from ds4spec.conversation import Conversation
-from ds4spec.engine import Engine
+from ds4spec.backend.prompt import ChatMessage
+from ds4spec.core.events import Event, Finished, FinishReason, TextChunk
+from ds4spec.engine.engine import Engine
+from ds4spec.engine.settings import Settings
 from ds4spec.errors import InputError
-from ds4spec.events import Event, Finished, FinishReason, TextChunk
-from ds4spec.prompt import ChatMessage
-from ds4spec.sessions import SessionStore
-from ds4spec.tinymodel import build_tiny_gguf
+from ds4spec.faces.shared.conversation import Conversation
+from ds4spec.faces.shared.sessions import SessionStore
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from spec_helpers import stopped_after
 
-from ds4spec.decode import GenerationRequest, generate_plain
-from ds4spec.events import Finished, FinishReason, Provenance, TextChunk
-from ds4spec.sampling import SamplingSettings
-from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.core.events import Finished, FinishReason, Provenance, TextChunk
+from ds4spec.core.plain import GenerationRequest, generate_plain
+from ds4spec.core.sampling import SamplingSettings
 
 PROMPTS = [b"def fibonacci(n):\n", b"import os\n\nfor name in ", b"# Notes\n\n- caf\xc3\xa9 \xe2\x86\x92 "]
 

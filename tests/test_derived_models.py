@@ -10,12 +10,12 @@ import gguf
 import pytest
 from test_store import isolate, leftovers, local_source, write_manifest
 
-from ds4spec import store
-from ds4spec.derive import quantize_file
+from ds4spec.backend.target import LlamaTarget, TargetOptions
 from ds4spec.errors import ModelError
-from ds4spec.manifests import Manifest
-from ds4spec.progress import ByteProgress
-from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.store import local as store
+from ds4spec.store.derive import quantize_file
+from ds4spec.store.manifests import Manifest
+from ds4spec.store.progress import ByteProgress
 
 FILE_TYPES = {"F16": gguf.LlamaFileType.MOSTLY_F16, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ds4spec.doctor import describe_backends
+from ds4spec.faces.doctor import describe_backends
 
 
 def test_doctor_evaluates_and_names_the_backends_of_this_build() -> None:

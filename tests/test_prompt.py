@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from ds4spec.backend.prompt import ChatMessage, chat_tokens, completion_tokens, fim_tokens, split_at_cursor
+from ds4spec.backend.target import LlamaTarget, TargetOptions
 from ds4spec.errors import InputError, ModelError
-from ds4spec.prompt import ChatMessage, chat_tokens, completion_tokens, fim_tokens, split_at_cursor
-from ds4spec.target import LlamaTarget, TargetOptions
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from tinymodel import build_tiny_gguf
 
-from ds4spec.repl_render import visible
-from ds4spec.sessions import SessionStore, StoredMessage
-from ds4spec.tinymodel import build_tiny_gguf
+from ds4spec.faces.repl.render import visible
+from ds4spec.faces.shared.sessions import SessionStore, StoredMessage
 
 PROMPT = "you>"  # prompt-toolkit draws the prompt's trailing space as a cursor move
 STATS = re.compile(r"\[\d+ tokens, [\d.]+ tokens/s · [^\]]*\]")

@@ -9,8 +9,8 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ds4spec.fences import code_blocks
-from ds4spec.repl_render import StreamRenderer, visible
+from ds4spec.faces.repl.render import StreamRenderer, visible
+from ds4spec.faces.shared.fences import code_blocks
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ANSWER = "Use a loop:\n\n```python\ndef f(n):\n    return 'x' * n\n```\nDone.\n"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from ds4spec.sampling import Sampler, SamplingSettings
+from ds4spec.core.sampling import Sampler, SamplingSettings
 
 LOGITS = np.array([2.0, 1.5, 1.0, 0.5, 0.0, -1.0, -3.0, -8.0], dtype=np.float32)
 

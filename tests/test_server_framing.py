@@ -12,7 +12,7 @@ from pathlib import Path
 
 from server_client import ROOT, Server, frame, parse_frames, run_session
 
-from ds4spec.server.framing import MAX_HEADER_LINE, FrameReader, FrameWriter, FramingError, encode_frame
+from ds4spec.faces.server.framing import MAX_HEADER_LINE, FrameReader, FrameWriter, FramingError, encode_frame
 
 
 def read_all(data: bytes, limit: int = 1024) -> list[bytes | FramingError]:
@@ -99,7 +99,7 @@ def test_the_writer_turns_off_when_the_reader_is_gone() -> None:
 def test_stray_output_after_claiming_stdout_goes_to_stderr() -> None:
     code = (
         "import os, sys\n"
-        "from ds4spec.server.stdio import claim_stdout\n"
+        "from ds4spec.faces.server.stdio import claim_stdout\n"
         "proto = claim_stdout()\n"
         "print('a stray print')\n"
         "sys.stdout.flush()\n"

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 from server_client import Server, frame, messages_by_id, parse_frames, run_session
+from tinymodel import build_tiny_gguf
 
-from ds4spec.config import Settings
-from ds4spec.engine import Engine
-from ds4spec.events import TextChunk
-from ds4spec.prompt import ChatMessage
-from ds4spec.server.stopping import decide
-from ds4spec.tinymodel import build_tiny_gguf
+from ds4spec.backend.prompt import ChatMessage
+from ds4spec.core.events import TextChunk
+from ds4spec.engine.engine import Engine
+from ds4spec.engine.settings import Settings
+from ds4spec.faces.server.stopping import decide
 
 PREFIX = "def fibonacci(n):\n"
 LONG = 1500  # tokens: seconds of generation on the never-ending model, so a cancel lands in the middle

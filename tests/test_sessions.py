@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.session_cli import session_line
-from ds4spec.sessions import SessionInfo, SessionStore, default_path
+from ds4spec.faces.shared.session_options import session_line
+from ds4spec.faces.shared.sessions import SessionInfo, SessionStore, default_path
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_kill_mid_answer_keeps_what_was_streamed(tmp_path: Path) -> None:
     writer = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from ds4spec.sessions import SessionStore\n"
+        "from ds4spec.faces.shared.sessions import SessionStore\n"
         f"s = SessionStore(Path({str(path)!r}))\n"
         "sid = s.new_session()\n"
         "s.add_message(sid, 'user', 'count')\n"

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.config import Settings
-from ds4spec.conversation import Conversation
-from ds4spec.engine import Engine
+from ds4spec.core.events import Finished
+from ds4spec.engine.engine import Engine
+from ds4spec.engine.settings import Settings
 from ds4spec.errors import Ds4Error, UsageError
-from ds4spec.events import Finished
-from ds4spec.sessions import SessionStore
-from ds4spec.slash import COMMANDS, is_command, run_command
+from ds4spec.faces.shared.conversation import Conversation
+from ds4spec.faces.shared.sessions import SessionStore
+from ds4spec.faces.shared.slash import COMMANDS, is_command, run_command
 
 
 @pytest.fixture(scope="module")

@@ -25,20 +25,20 @@ from spec_helpers import (
     stopped_after,
 )
 
-from ds4spec.decode import GenerationRequest
-from ds4spec.drafters.base import DraftContext, Drafter
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.core.drafting import DraftContext, Drafter
+from ds4spec.core.events import Finished, FinishReason, TextChunk
+from ds4spec.core.plain import GenerationRequest
+from ds4spec.core.sampling import SamplingSettings
+from ds4spec.core.speculative import SpecSettings, generate_speculative
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
-from ds4spec.events import Finished, FinishReason, TextChunk
-from ds4spec.policy import CycleCosts, DraftPolicy, FixedLength, GatedPolicy
-from ds4spec.sampling import SamplingSettings
-from ds4spec.speculative import SpecSettings, generate_speculative
-from ds4spec.target import LlamaTarget, TargetOptions
-from ds4spec.trigger_policy import TriggerPolicy
-from ds4spec.trigger_rules import RuleBook, load_rulebook
-from ds4spec.verify_profile import VerifyProfile
+from ds4spec.policy.gate import CycleCosts, DraftPolicy, FixedLength, GatedPolicy
+from ds4spec.policy.profile import VerifyProfile
+from ds4spec.policy.rules import RuleBook, load_rulebook
+from ds4spec.policy.triggers import TriggerPolicy
 
 PROMPTS = [
     b"def add(a, b):\n    return a + b\n\n\ndef add(a, b):\n",
@@ -57,7 +57,7 @@ POLICIES: dict[str, Callable[[Drafter, str], DraftPolicy]] = {
     # With a measured, nearly flat verify curve (a GPU's): the gate ranks every length and drafts long.
     "gated-flat": lambda drafter, language: GatedPolicy(8, CycleCosts(FLAT_PROFILE)),
     "triggers": lambda drafter, language: TriggerPolicy(_rule_book(), language, 8, drafter.sources),
-    # A hybrid whose model could not pay here (ds4spec.draft_cost): only its lookup half is asked.
+    # A hybrid whose model could not pay here (ds4spec.policy.costs): only its lookup half is asked.
     "gated-lookup-only": lambda drafter, language: GatedPolicy(8, CycleCosts(FLAT_PROFILE), source="lookup"),
     "triggers-lookup-only": lambda drafter, language: TriggerPolicy(_rule_book(), language, 8, ("lookup",)),
 }
@@ -143,8 +143,9 @@ def test_greedy_output_is_unchanged_when_the_drafter_catches_up_only_when_asked(
 
 
 def test_torch_drafter_keeps_output_identical(target: LlamaTarget, tmp_path: Path) -> None:
+    from tinytorch import build_tiny_transformers_model
+
     from ds4spec.drafters.torch_drafter import TorchDrafter
-    from ds4spec.tinytorch import build_tiny_transformers_model
 
     drafter = TorchDrafter(build_tiny_transformers_model(tmp_path / "hf"), p_min=0.0)
     for prompt in PROMPTS[:3]:

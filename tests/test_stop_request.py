@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ds4spec.stop_request import StopRequest
+from ds4spec.faces.shared.stop_request import StopRequest
 
 
 def ctrl_c() -> None:

@@ -22,10 +22,11 @@ from typing import Any, ClassVar
 import pytest
 from test_manifests import to_toml
 
-from ds4spec import sources, store
 from ds4spec.errors import ModelError, UnknownModelError
-from ds4spec.manifests import Manifest, find_manifest
-from ds4spec.progress import ByteProgress
+from ds4spec.store import local as store
+from ds4spec.store import sources
+from ds4spec.store.manifests import Manifest, find_manifest
+from ds4spec.store.progress import ByteProgress
 
 PAYLOAD = b"GGUF" + random.Random(1234).randbytes(120_000)
 SHA = hashlib.sha256(PAYLOAD).hexdigest()

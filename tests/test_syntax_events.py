@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ds4spec.syntax_events import TAIL_BYTES, SyntaxTracker, code_event
-from ds4spec.trigger_rules import RuleBook, load_rulebook
+from ds4spec.policy.rules import RuleBook, load_rulebook
+from ds4spec.policy.syntax import TAIL_BYTES, SyntaxTracker, code_event
 
 MARK = re.compile(r"«([\w.]+)»")
 

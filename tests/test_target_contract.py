@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ds4spec.target import ContextFullError, LlamaTarget, TargetOptions
+from ds4spec.backend.target import ContextFullError, LlamaTarget, TargetOptions
 
 PROMPT = b"def add(a, b):\n    return a + b\n\n\ndef main():\n"
 SPAN = b"    print(add(2, 3))\n"
@@ -134,7 +134,7 @@ def test_exposes_tokenizer_metadata_and_chat_template(tiny_bpe_gguf: Path) -> No
 
 
 def test_model_without_fim_tokens_reports_none(tmp_path: Path) -> None:
-    from ds4spec.tinymodel import build_tiny_gguf
+    from tinymodel import build_tiny_gguf
 
     path = build_tiny_gguf(tmp_path / "nofim.gguf", fim=False)
     with LlamaTarget(path, _options()) as target:

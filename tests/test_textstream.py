@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ds4spec.textstream import TextAssembler
+from ds4spec.core.textstream import TextAssembler
 
 
 def _run(chunks: list[bytes], stop: list[str]) -> tuple[list[str], str, bool]:

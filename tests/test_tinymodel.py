@@ -22,9 +22,9 @@ import llama_cpp
 import numpy as np
 import pytest
 from llama_cpp import Llama
+from tinymodel import CHATML_TEMPLATE, TRAINING_TEXT, build_tiny_gguf
 
 import ds4spec
-from ds4spec.tinymodel import CHATML_TEMPLATE, TRAINING_TEXT, build_tiny_gguf
 
 # Seen in training (é, ü, 日本語, 🙂, →) and unseen (🦀, Ω, ж): the unseen ones must go through byte tokens.
 TEXT = 'Café über 日本語 🙂 → 🦀 Ωmega жук\n\tdef f(x):\n    return "naïve"  # done\n'
@@ -104,9 +104,8 @@ def test_bpe_vocabulary_holds_all_256_byte_symbols(tiny_bpe_gguf: Path) -> None:
 
 def test_bpe_tokenization_matches_the_trainer(bpe_llm: Llama, tiny_bpe_gguf: Path) -> None:
     """llama.cpp's "qwen2" pre-tokenizer splits text as the ``tokenizers`` trainer did."""
+    from tinymodel import _QWEN2_SPLIT_REGEX
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-
-    from ds4spec.tinymodel import _QWEN2_SPLIT_REGEX
 
     fields = gguf.GGUFReader(tiny_bpe_gguf).fields
     tokens, merges, types = (fields[f"tokenizer.ggml.{key}"] for key in ("tokens", "merges", "token_type"))
@@ -154,7 +153,7 @@ def test_builds_are_byte_identical_for_same_seed(tmp_path: Path, tiny_models: di
         assert other.read_bytes() != built.read_bytes()
     # Another process with another hash seed: nothing may depend on dict or set order.
     script = (
-        "import hashlib, sys; from pathlib import Path; from ds4spec.tinymodel import build_tiny_gguf\n"
+        "import hashlib, sys; from pathlib import Path; from tinymodel import build_tiny_gguf\n"
         "for kind in ('bpe', 'spm'):\n"
         "    p = build_tiny_gguf(Path(sys.argv[1]) / (kind + '.gguf'), tokenizer=kind)\n"
         "    print(hashlib.sha256(p.read_bytes()).hexdigest())\n"

@@ -20,11 +20,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
-
-from ds4spec.target import LlamaTarget, TargetOptions
-from ds4spec.tinymodel import CHATML_TEMPLATE, TRAINING_TEXT
-from ds4spec.tinytorch import (
+from tinymodel import CHATML_TEMPLATE, TRAINING_TEXT
+from tinytorch import (
     EOS_TOKEN,
     FIM_TOKENS,
     IM_END_TOKEN,
@@ -32,6 +29,9 @@ from ds4spec.tinytorch import (
     SPECIAL_TOKENS,
     build_tiny_transformers_model,
 )
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from ds4spec.backend.target import LlamaTarget, TargetOptions
 
 # Seen in training (é, 日本語, 🙂) and unseen (🦀, Ω, ж), spaces before punctuation that a "clean up" would eat.
 TEXT = 'Café über 日本語 🙂 → 🦀 Ωmega жук\n\tdef f(x) :\n    return "naïve" , 1  # done\r\n'

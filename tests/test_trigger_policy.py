@@ -17,19 +17,19 @@ from pathlib import Path
 import pytest
 from spec_helpers import run_plain, run_spec
 
-from ds4spec.config import Settings
-from ds4spec.decode import GenerationRequest
-from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.events import Finished
+from ds4spec.core.plain import GenerationRequest
+from ds4spec.core.stats import EventCounts
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.lookup import LookupDrafter
-from ds4spec.engine import Engine
-from ds4spec.events import Finished
-from ds4spec.policy import GatedPolicy
-from ds4spec.stats import EventCounts
-from ds4spec.syntax_events import SyntaxTracker
-from ds4spec.target import LlamaTarget, TargetOptions
-from ds4spec.trigger_policy import TriggerLearning, TriggerPolicy
-from ds4spec.trigger_rules import RuleBook, load_rulebook
+from ds4spec.engine.engine import Engine
+from ds4spec.engine.settings import Settings
+from ds4spec.policy.gate import GatedPolicy
+from ds4spec.policy.rules import RuleBook, load_rulebook
+from ds4spec.policy.syntax import SyntaxTracker
+from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
 
 # Two places in Python code, as the tracker sees them: inside a comment (rule: 6 tokens) and inside a string
 # (rule: 4 tokens).

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.trigger_rules import (
+from ds4spec.policy.rules import (
     BUILTIN_DIR,
     EVENTS,
     MAX_LENGTH,

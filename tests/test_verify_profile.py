@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from spec_helpers import run_plain
 
-from ds4spec.decode import GenerationRequest
-from ds4spec.target import LlamaTarget, TargetOptions
-from ds4spec.verify_profile import SPANS, VerifyProfile, cache_file, measure, profile_for
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.core.plain import GenerationRequest
+from ds4spec.policy.profile import SPANS, VerifyProfile, cache_file, measure, profile_for
 
 # Measured on a 2-core CPU with Qwen2.5-Coder-1.5B Q4_K_M (seconds per span length): linear, a jump at 8, a dip at 16.
 CPU = VerifyProfile({1: 0.031, 2: 0.059, 4: 0.104, 8: 0.233, 12: 0.294, 16: 0.285, 32: 0.446, 64: 0.721}, "measured")
@@ -74,8 +74,8 @@ def test_the_profile_is_measured_once_then_read_from_the_cache(target: LlamaTarg
 def test_a_build_with_other_cpu_kernels_gets_its_own_profile(target: LlamaTarget,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """An AVX2-only build runs on an AVX-512 machine (DS4SPEC_CPU_FEATURES) and costs what its kernels cost."""
-    from ds4spec import llama_runtime
-    from ds4spec.verify_profile import fingerprint
+    from ds4spec.backend import runtime as llama_runtime
+    from ds4spec.policy.profile import fingerprint
 
     native = fingerprint(target)
     monkeypatch.setattr(llama_runtime, "system_info", lambda: "CPU : AVX = 1 | AVX2 = 1 |")
@@ -84,7 +84,7 @@ def test_a_build_with_other_cpu_kernels_gets_its_own_profile(target: LlamaTarget
 
 @pytest.mark.parametrize("content", ["{not json", "[]", '{"KEY": {"1": "fast"}}', '{"KEY": {"1": 0}}'])
 def test_a_damaged_cache_costs_only_a_new_measurement(target: LlamaTarget, content: str) -> None:
-    from ds4spec.verify_profile import fingerprint
+    from ds4spec.policy.profile import fingerprint
 
     path = cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)

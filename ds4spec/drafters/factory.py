@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ds4spec.drafters.base import Drafter
+from ds4spec.core.drafting import Drafter
 from ds4spec.errors import UsageError
-from ds4spec.store import resolve_model
+from ds4spec.store.local import resolve_model
 
 Backend = Literal["llama", "torch"]
 KEYWORDS = ("none", "lookup", "hybrid")

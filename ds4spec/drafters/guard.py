@@ -27,7 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

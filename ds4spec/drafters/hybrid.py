@@ -7,7 +7,7 @@ copying has nothing to offer.
 
 from __future__ import annotations
 
-from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
 
 
 class HybridDrafter(Drafter):

@@ -1,6 +1,6 @@
 """A drafter that is any GGUF model run by llama.cpp, with its own tokenizer, context and chat template.
 
-It reuses :class:`ds4spec.target.LlamaTarget` as a plain llama.cpp sequence (exact rollback, logits of the
+It reuses :class:`ds4spec.backend.target.LlamaTarget` as a plain llama.cpp sequence (exact rollback, logits of the
 last position only), so the drafter gets the same build, threading and GPU offload as the target.
 """
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ds4spec.drafters.base import DraftContext
-from ds4spec.drafters.sync import ModelDrafter
-from ds4spec.prompt import chat_tokens
-from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.backend.prompt import chat_tokens
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.core.drafting import DraftContext
+from ds4spec.drafters.model import ModelDrafter
 
 
 def top_probability(logits: np.ndarray) -> tuple[int, float]:

@@ -31,7 +31,7 @@ import re
 from collections import deque
 from collections.abc import Callable, MutableMapping
 
-from ds4spec.drafters.base import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
 
 Index = MutableMapping[bytes, int]
 WINDOW = 128  # bytes after a break searched for the copy's resumption (64 did as well, 256 worse on the edit bench)

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ds4spec.drafters.base import DraftContext
-from ds4spec.drafters.sync import ModelDrafter
+from ds4spec.backend.runtime import default_threads
+from ds4spec.core.drafting import DraftContext
+from ds4spec.drafters.model import ModelDrafter
 from ds4spec.errors import ModelError
-from ds4spec.llama_runtime import default_threads
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.store import load_pairs, resolve_model
-from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.store.local import load_pairs, resolve_model
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ds4spec.align import align_draft
-from ds4spec.target import LlamaTarget
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.core.align import align_draft
 
 # Three HumanEval prompts with their canonical solutions (HumanEval/12, /35, /55).
 SNIPPETS = [

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.drafters.base import DraftContext
+from ds4spec.backend.prompt import ChatMessage
+from ds4spec.core.drafting import DraftContext
 from ds4spec.drafters.llama_drafter import LlamaDrafter
-from ds4spec.drafters.sync import ModelDrafter
+from ds4spec.drafters.model import ModelDrafter
 from ds4spec.drafters.torch_drafter import TorchDrafter
-from ds4spec.prompt import ChatMessage
-from ds4spec.store import resolve_model
+from ds4spec.store.local import resolve_model
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "examples" / "demo.py").read_bytes()

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 import pytest
 from spec_helpers import OracleDrafter, assert_lossless, run_plain, run_spec
 
-from ds4spec.decode import GenerationRequest
+from ds4spec.backend.runtime import init_llama
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.bench.workloads import Task, load_tasks
+from ds4spec.core.plain import GenerationRequest
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
-from ds4spec.llama_runtime import init_llama
-from ds4spec.policy import FixedLength
-from ds4spec.target import LlamaTarget
-from ds4spec.tokenizer import LlamaTokenizer
-from ds4spec.workloads import Task, load_tasks
+from ds4spec.policy.gate import FixedLength
 
 MAX_TOKENS = 40
 
@@ -57,7 +57,7 @@ def test_oracle_drafter_with_another_tokenizer_gets_95_percent_accepted(
 ) -> None:
     """Proves the alignment: the target's own future text, cut into SmolLM2 tokens, is accepted."""
     init_llama()
-    from ds4spec.target import TargetOptions
+    from ds4spec.backend.target import TargetOptions
 
     with LlamaTarget(default_pair_paths["drafter"], TargetOptions(n_ctx=64)) as smol:
         smol_tok: LlamaTokenizer = smol.tokenizer

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ds4spec.decode import GenerationRequest, generate_plain
-from ds4spec.events import Finished, TextChunk
-from ds4spec.prompt import ChatMessage, chat_tokens
-from ds4spec.target import LlamaTarget, TargetOptions
+from ds4spec.backend.prompt import ChatMessage, chat_tokens
+from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.core.events import Finished, TextChunk
+from ds4spec.core.plain import GenerationRequest, generate_plain
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "examples" / "demo.py").read_bytes()

@@ -1,0 +1,96 @@
+"""Turning user text into target tokens: plain completion, fill-in-the-middle, and chat.
+
+User text is always tokenized with special-token parsing off, so text such as ``<|im_end|>`` in a file or
+a message stays text and can never act as a control token. Only the template's own markup is parsed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jinja2
+import jinja2.sandbox
+
+from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.errors import InputError, ModelError
+
+DEFAULT_CURSOR_MARKER = "<CURSOR>"
+
+
+def completion_tokens(tok: LlamaTokenizer, text: str) -> list[int]:
+    """The prompt for continuing ``text`` as it is (BOS added when the model wants one)."""
+    return tok.tokenize(text.encode("utf-8"), add_special=True, parse_special=False)
+
+
+def fim_tokens(tok: LlamaTokenizer, prefix: str, suffix: str) -> list[int]:
+    """Prefix-suffix-middle prompt: the model writes what goes between ``prefix`` and ``suffix``."""
+    fim = tok.fim_tokens()
+    if fim is None:
+        raise ModelError("this model has no fill-in-the-middle tokens; use it without --fim")
+    head = [tok.bos] if tok.add_bos and tok.bos >= 0 else []
+    return [
+        *head,
+        fim.prefix,
+        *tok.tokenize(prefix.encode("utf-8")),
+        fim.suffix,
+        *tok.tokenize(suffix.encode("utf-8")),
+        fim.middle,
+    ]
+
+
+def split_at_cursor(text: str, marker: str = DEFAULT_CURSOR_MARKER) -> tuple[str, str]:
+    count = text.count(marker)
+    if count != 1:
+        raise InputError(f"--fim needs exactly one cursor marker {marker!r} in the input, found {count}")
+    prefix, suffix = text.split(marker)
+    return prefix, suffix
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: str  # system, user or assistant
+    content: str
+
+
+def chat_tokens(
+    tok: LlamaTokenizer, template: str | None, messages: Sequence[ChatMessage], *, bos: str = "", eos: str = ""
+) -> list[int]:
+    """Renders ``messages`` with the model's own chat template and tokenizes the result.
+
+    Message contents are replaced by unique sentinels before rendering, so that the rendered markup can be
+    tokenized with special tokens parsed while every content is tokenized as plain text.
+    """
+    if not template:
+        raise ModelError("this model has no chat template in its GGUF metadata")
+    sentinels = {f"\x00ds4spec-{uuid.uuid4().hex}-{i}\x00": m.content for i, m in enumerate(messages)}
+    keyed = [{"role": m.role, "content": s} for m, s in zip(messages, sentinels, strict=True)]
+    rendered = _render(template, keyed, bos=bos, eos=eos)
+    out: list[int] = []
+    rest = rendered
+    for sentinel, content in sentinels.items():
+        before, found, rest = rest.partition(sentinel)
+        if not found:
+            raise ModelError("the chat template dropped or altered a message; it cannot be used safely")
+        out += tok.tokenize(before.encode("utf-8"), parse_special=True)
+        out += tok.tokenize(content.encode("utf-8"), parse_special=False)
+    out += tok.tokenize(rest.encode("utf-8"), parse_special=True)
+    if tok.add_bos and tok.bos >= 0 and (not out or out[0] != tok.bos):
+        out.insert(0, tok.bos)
+    return out
+
+
+def _render(template: str, messages: list[dict[str, str]], *, bos: str, eos: str) -> str:
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+    def raise_exception(message: str) -> None:
+        raise ModelError(f"the chat template refused the conversation: {message}")
+
+    env.globals["raise_exception"] = raise_exception
+    try:
+        return env.from_string(template).render(
+            messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos
+        )
+    except jinja2.TemplateError as exc:
+        raise ModelError(f"the model's chat template does not render: {exc}") from exc

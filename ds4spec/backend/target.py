@@ -1,0 +1,273 @@
+"""The target model: a GGUF file evaluated by llama.cpp, one sequence, with exact rollback.
+
+Contract that speculative verification stands on:
+
+- ``eval_span(tokens)`` evaluates a span in ONE forward pass and returns the logits of every position of
+  the span (row i predicts the token after ``tokens[i]``). Only those rows are computed and copied: no
+  ``logits_all`` array of n_ctx x n_vocab.
+- ``rollback(n)`` forgets every position from ``n`` on, so that the context holds exactly ``tokens[:n]``.
+  After a rollback, evaluating the same tokens again gives the logits a fresh evaluation gives.
+- Models whose memory cannot drop a tail (recurrent and hybrid architectures) keep snapshots of the
+  sequence state instead: ``checkpoint()`` before a speculative span, and ``rollback`` restores the last
+  checkpoint at or before ``n`` and replays the tokens between it and ``n``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama
+from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.errors import InputError, ModelError
+
+log = logging.getLogger(__name__)
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class TargetOptions:
+    n_ctx: int = 4096
+    n_threads: int | None = None  # None: ds4spec.backend.runtime.default_threads()
+    n_gpu_layers: int | None = None  # None: every layer on a GPU or Metal when present, else 0
+    n_batch: int = 512  # the longest span one forward pass takes; prompts are fed in chunks of this
+    force_snapshots: bool = False  # use state snapshots even where the memory could drop a tail (tests)
+
+
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    n_tokens: int
+    state: bytes
+
+
+class ContextFullError(InputError):
+    """More tokens than the context window holds."""
+
+
+class LlamaTarget:
+    def __init__(self, path: Path | str, options: TargetOptions | None = None) -> None:
+        init_llama()
+        self.path = Path(path)
+        self.options = opts = options or TargetOptions()
+        if opts.n_ctx < 16:
+            raise ValueError(f"context size must be at least 16 tokens, got {opts.n_ctx}")
+        mparams = llama_cpp.llama_model_default_params()
+        n_gpu = opts.n_gpu_layers
+        mparams.n_gpu_layers = (-1 if gpu_offload_supported() else 0) if n_gpu is None else n_gpu
+        self.n_gpu_layers = int(mparams.n_gpu_layers)
+        model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
+        if not model:
+            raise ModelError(
+                f"llama.cpp could not load {self.path} (not a valid GGUF file, or an unsupported architecture)"
+            )
+        self._model = model
+        self.n_threads = opts.n_threads or default_threads()
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = opts.n_ctx
+        cparams.n_batch = opts.n_batch
+        cparams.n_ubatch = opts.n_batch
+        cparams.n_seq_max = 1
+        cparams.n_threads = self.n_threads
+        cparams.n_threads_batch = self.n_threads
+        cparams.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(model, cparams)
+        if not ctx:
+            llama_cpp.llama_model_free(model)
+            raise ModelError(f"llama.cpp could not create a context of {opts.n_ctx} tokens for {self.path}")
+        self._ctx = ctx
+        self._memory = llama_cpp.llama_get_memory(ctx)
+        self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
+        self.n_batch = opts.n_batch
+        self.tokenizer = LlamaTokenizer(llama_cpp.llama_model_get_vocab(model))
+        self.n_vocab = self.tokenizer.n_vocab
+        self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
+        self.metadata = self._read_metadata()
+        self.uses_snapshots = opts.force_snapshots or bool(
+            llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
+        )
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self._tokens: list[int] = []
+        self._checkpoints: list[_Checkpoint] = []
+
+    # -- identity ---------------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.metadata.get("general.name") or self.path.stem
+
+    @property
+    def architecture(self) -> str:
+        return self.metadata.get("general.architecture", "unknown")
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.metadata.get("tokenizer.chat_template")
+
+    def _read_metadata(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        buf = ctypes.create_string_buffer(1 << 16)
+        for i in range(llama_cpp.llama_model_meta_count(self._model)):
+            key = self._meta_string(llama_cpp.llama_model_meta_key_by_index, i, buf)
+            out[key] = self._meta_string(llama_cpp.llama_model_meta_val_str_by_index, i, buf)
+        return out
+
+    def _meta_string(self, getter: object, index: int, buf: ctypes.Array[ctypes.c_char]) -> str:
+        n = getter(self._model, index, buf, len(buf))  # type: ignore[operator]
+        if n >= len(buf):  # a long chat template: ask again with room for it
+            buf = ctypes.create_string_buffer(n + 1)
+            n = getter(self._model, index, buf, len(buf))  # type: ignore[operator]
+        return buf.raw[: max(n, 0)].decode("utf-8", errors="replace")
+
+    # -- the sequence -----------------------------------------------------------------------------------
+
+    @property
+    def tokens(self) -> list[int]:
+        """The tokens the context holds now (a copy)."""
+        return list(self._tokens)
+
+    def recent_tokens(self, n: int) -> list[int]:
+        """The last ``n`` tokens of the context (cheaper than ``tokens`` on a long context)."""
+        return self._tokens[-n:] if n > 0 else []
+
+    @property
+    def n_past(self) -> int:
+        return len(self._tokens)
+
+    def resync(self) -> None:
+        """Drops positions llama.cpp holds beyond our record (an interrupt between decode and bookkeeping)."""
+        held = int(llama_cpp.llama_memory_seq_pos_max(self._memory, 0)) + 1
+        if held > self.n_past and not llama_cpp.llama_memory_seq_rm(self._memory, 0, self.n_past, -1):
+            self._restore_and_replay(self.n_past)
+
+    def reset(self) -> None:
+        llama_cpp.llama_memory_clear(self._memory, True)
+        self._tokens.clear()
+        self._checkpoints.clear()
+
+    def eval_prompt(self, tokens: Sequence[int]) -> np.ndarray:
+        """Feeds ``tokens`` in chunks of ``n_batch`` and returns the logits after the last one (1-D)."""
+        logits = self.read_prompt(tokens, _never)
+        assert logits is not None
+        return logits
+
+    def read_prompt(self, tokens: Sequence[int], cancelled: Callable[[], bool]) -> np.ndarray | None:
+        """``eval_prompt`` that asks ``cancelled`` before each chunk, so that a long prompt stops within one
+        chunk: the answer is then None, and the chunks read so far stay in the context."""
+        if not tokens:
+            raise ValueError("eval_prompt needs at least one token")
+        last = np.empty(0, dtype=np.float32)
+        for start in range(0, len(tokens), self.n_batch):
+            if cancelled():
+                return None
+            chunk = tokens[start : start + self.n_batch]
+            last = self._decode(chunk, want_all=False)[-1]
+        return last
+
+    def eval_span(self, tokens: Sequence[int]) -> np.ndarray:
+        """One forward pass over ``tokens`` (at most ``n_batch``); returns a (len(tokens), n_vocab) array."""
+        if not tokens:
+            raise ValueError("eval_span needs at least one token")
+        if len(tokens) > self.n_batch:
+            raise ValueError(f"a span holds at most {self.n_batch} tokens, got {len(tokens)}")
+        return self._decode(tokens, want_all=True)
+
+    def checkpoint(self) -> None:
+        """Marks the current position as one ``rollback`` can return to on snapshot-only models."""
+        if not self.uses_snapshots:
+            return
+        n = llama_cpp.llama_state_seq_get_size(self._ctx, 0)
+        buf = (ctypes.c_uint8 * n)()
+        written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, n, 0)
+        self._checkpoints = [c for c in self._checkpoints if c.n_tokens < self.n_past]
+        self._checkpoints.append(_Checkpoint(self.n_past, bytes(buf[:written])))
+
+    def rollback(self, n: int) -> None:
+        """Forgets every position from ``n`` on."""
+        if not 0 <= n <= self.n_past:
+            raise ValueError(f"cannot roll back to {n}: the context holds {self.n_past} tokens")
+        if n == self.n_past:
+            return
+        if not self.uses_snapshots and llama_cpp.llama_memory_seq_rm(self._memory, 0, n, -1):
+            del self._tokens[n:]
+            return
+        self._restore_and_replay(n)
+
+    def _restore_and_replay(self, n: int) -> None:
+        usable = [c for c in self._checkpoints if c.n_tokens <= n]
+        replay_from = 0
+        keep = self._tokens[:n]
+        if usable:
+            cp = usable[-1]
+            src = (ctypes.c_uint8 * len(cp.state)).from_buffer_copy(cp.state)
+            if not llama_cpp.llama_state_seq_set_data(self._ctx, src, len(cp.state), 0):
+                raise RuntimeError("llama.cpp could not restore a sequence snapshot")
+            replay_from = cp.n_tokens
+        else:
+            llama_cpp.llama_memory_clear(self._memory, True)
+        self._checkpoints = usable
+        self._tokens = keep[:replay_from]
+        if replay_from < n:
+            self.eval_prompt(keep[replay_from:])
+
+    # -- decoding ---------------------------------------------------------------------------------------
+
+    def _decode(self, tokens: Sequence[int], *, want_all: bool) -> np.ndarray:
+        if self.n_past + len(tokens) > self.n_ctx:
+            raise ContextFullError(
+                f"{self.n_past + len(tokens)} tokens do not fit in the context of {self.n_ctx} tokens"
+            )
+        batch = self._batch
+        start = self.n_past
+        for i, tok in enumerate(tokens):
+            batch.token[i] = tok
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = want_all or i == len(tokens) - 1
+        batch.n_tokens = len(tokens)
+        rc = llama_cpp.llama_decode(self._ctx, batch)
+        if rc != 0:
+            # Keep our record consistent with whatever llama.cpp kept before failing.
+            pos_max = int(llama_cpp.llama_memory_seq_pos_max(self._memory, 0))
+            self._tokens = (self._tokens + list(tokens))[: pos_max + 1]
+            raise RuntimeError(f"llama_decode failed with code {rc}")
+        self._tokens.extend(tokens)
+        rows = range(len(tokens)) if want_all else [len(tokens) - 1]
+        out = np.empty((len(rows), self.n_vocab), dtype=np.float32)
+        for r, i in enumerate(rows):
+            ptr = llama_cpp.llama_get_logits_ith(self._ctx, i)
+            out[r] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        return out
+
+    # -- lifetime ---------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        # Clear each handle before freeing it: a Ctrl-C between the two steps must leak, not free twice
+        # (``__del__`` calls close again).
+        ctx, self._ctx = getattr(self, "_ctx", None), None
+        if ctx:
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(ctx)
+        model, self._model = getattr(self, "_model", None), None
+        if model:
+            llama_cpp.llama_model_free(model)
+
+    def __enter__(self) -> LlamaTarget:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown: the library may already be gone
+            self.close()

@@ -1,0 +1,358 @@
+"""``ds4spec bench``: plain decoding against each drafter mode, same prompts, same run, greedy.
+
+Per workload and mode it reports tokens/s, speedup over plain, acceptance, mean accepted length per verify
+pass, the share of time spent drafting and verifying, and whether every output was identical to plain.
+Runs are interleaved (plain, then each mode, prompt by prompt) so that drift in machine speed hits all modes
+alike. ``--peers`` then runs other systems on the same target file and prompts (``ds4spec.bench.peers``) and adds
+a cross-system table; ``--plot DIR`` draws charts of the whole report (``ds4spec.bench.plots``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from ds4spec import __version__
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mode
+from ds4spec.bench.peer_runs import BenchTask, SystemRuns, run_peer_groups
+from ds4spec.bench.peers import PEER_KEYS, PeerSetup, build_peer_groups, parse_peers
+from ds4spec.bench.peers.base import TargetVocab
+from ds4spec.bench.systems import print_systems, result_of, system_rows
+from ds4spec.bench.workloads import WORKLOADS, Task, load_tasks
+from ds4spec.core.events import CycleReport, Finished
+from ds4spec.core.plain import GenerationRequest, generate_plain
+from ds4spec.core.sampling import SamplingSettings
+from ds4spec.core.speculative import generate_speculative
+from ds4spec.core.stats import EventCounts, acceptance_rate, mean_accepted_length
+from ds4spec.engine.loading import check_settings, drafter_spec, load_target, spec_settings
+from ds4spec.engine.options import add_model_options, add_speculation_options, settings_from_args
+from ds4spec.engine.settings import Settings
+from ds4spec.errors import Ds4Error, UsageError
+from ds4spec.policy.profile import profile_for
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="measure speculative decoding against plain decoding",
+        description="Runs the benchmark workloads (code generation, edits, prose) through plain decoding and "
+        "each drafter mode, greedy, in one run, and prints speed, acceptance and identity with plain output.",
+    )
+    add_model_options(p)
+    add_speculation_options(p)
+    g = p.add_argument_group("benchmark")
+    g.add_argument("--workload", action="append", choices=WORKLOADS, help="a workload to run (repeatable; "
+                   "default: all three)")
+    g.add_argument("--limit", type=int, default=5, metavar="N", help="prompts per workload (default 5)")
+    g.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
+    g.add_argument("--mode", action="append", metavar="DRAFT", help="a drafter mode to compare with plain: "
+                   "pair (the pair's model drafter), lookup, hybrid, triggers (lengths and drafters chosen by "
+                   "syntax events), or a model name or path (repeatable; default: --draft if given, else pair, "
+                   "lookup, hybrid and triggers)")
+    g.add_argument("--fixed", action="store_true", help="draft exactly --draft-max tokens every cycle "
+                   "instead of letting the gate choose")
+    g.add_argument("--sweep", metavar="N,N,...", help="add fixed-N modes (the hybrid drafter drafting exactly N "
+                   "tokens every cycle), e.g. 1,2,4,8: what triggers are compared with")
+    g.add_argument("--out", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
+    g.add_argument("--peers", metavar="LIST", help="also run other systems on the same target file and prompts: "
+                   f"all, or a comma-separated list of {', '.join(PEER_KEYS)} (llama: llama.cpp plain decoding, "
+                   "always run as the baseline; lookup: llama-cpp-python's prompt lookup decoding; hf: "
+                   "transformers, plain and assisted by the pair's drafter)")
+    g.add_argument("--plot", type=Path, metavar="DIR", help="write PNG charts of the results into DIR")
+    p.set_defaults(func=run)
+
+
+@dataclass(slots=True)
+class Tally:
+    """The sums one (workload, mode) row of the report is computed from."""
+
+    tokens: int = 0
+    seconds: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    passes_with_draft: int = 0
+    draft_seconds: float = 0.0
+    verify_seconds: float = 0.0
+    identical: int = 0
+    runs: int = 0
+    failures: int = 0
+    passes: int = 0
+    loop_seconds: float = 0.0
+    loop_medians: list[float] = field(default_factory=list)  # each run's median cycle
+    accepted_lengths: Counter[int] = field(default_factory=Counter)  # verify passes with a draft, by accepted
+    event_counts: dict[str, EventCounts] = field(default_factory=dict)  # every cycle, drafted or not, per event
+
+    def add_cycles(self, cycles: list[CycleReport]) -> None:
+        for c in cycles:
+            if c.drafted:
+                self.accepted_lengths[c.accepted] += 1
+
+    def drafts_by_event(self) -> dict[str, dict[str, int]]:
+        """Verify passes with a draft, drafted and accepted tokens per trigger event, for the charts; a mode
+        without triggers has one event, ""."""
+        if not self.event_counts:
+            return {"": {"passes": self.passes_with_draft, "drafted": self.drafted, "accepted": self.accepted}}
+        return {name: {"passes": c.verify_passes_with_draft, "drafted": c.drafted_tokens, "accepted": c.accepted_tokens}
+                for name, c in self.event_counts.items()}
+
+    def add(self, finished: Finished, identical: bool) -> None:
+        s = finished.stats
+        self.tokens += s.committed_tokens
+        self.seconds += s.generation_seconds
+        self.drafted += s.drafted_tokens
+        self.accepted += s.accepted_tokens
+        self.passes_with_draft += s.verify_passes_with_draft
+        self.draft_seconds += s.draft_seconds
+        self.verify_seconds += s.verify_seconds
+        self.identical += identical
+        self.runs += 1
+        self.failures += s.drafter_failures
+        self.passes += s.target_forward_passes
+        self.loop_seconds += s.loop_seconds
+        if s.loop_median_seconds:
+            self.loop_medians.append(s.loop_median_seconds)
+        for name, counts in s.events.items():
+            self.event_counts.setdefault(name, EventCounts()).merge(counts)
+
+    def row(self, plain_rate: float) -> dict[str, float | int | bool]:
+        rate = self.tokens / self.seconds if self.seconds else 0.0
+        return {
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "tokens_per_second": round(rate, 2),
+            "speedup": round(rate / plain_rate, 3) if plain_rate else 0.0,
+            "acceptance": round(acceptance_rate(self.accepted, self.drafted), 3),
+            "mean_accepted_length": round(mean_accepted_length(self.accepted, self.passes_with_draft), 2),
+            "draft_share": round(self.draft_seconds / self.seconds, 3) if self.seconds else 0.0,
+            "verify_share": round(self.verify_seconds / self.seconds, 3) if self.seconds else 0.0,
+            "identical": self.identical,
+            "runs": self.runs,
+            "all_identical": self.identical == self.runs,
+            "drafter_failures": self.failures,
+            "loop_ms_mean": round(1000 * self.loop_seconds / self.passes, 3) if self.passes else 0.0,
+            "loop_ms_median": round(1000 * statistics.median(self.loop_medians), 3) if self.loop_medians else 0.0,
+            "events": {name: {"cycles": c.cycles, "passes": c.verify_passes_with_draft, "drafted": c.drafted_tokens,
+                              "accepted": c.accepted_tokens}
+                       for name, c in sorted(self.event_counts.items(), key=lambda kv: -kv[1].cycles)},
+        }
+
+
+@dataclass(slots=True)
+class Report:
+    settings: dict[str, object]
+    rows: list[dict[str, object]] = field(default_factory=list)
+    runs: list[dict[str, object]] = field(default_factory=list)
+    cycles: list[dict[str, object]] = field(default_factory=list)  # per workload and mode, for the charts
+    systems: list[dict[str, object]] = field(default_factory=list)  # with --peers: one row per system
+    costs: list[dict[str, object]] = field(default_factory=list)  # per mode and source: what the policy learned
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    settings = replace(settings, max_tokens=args.max_tokens, temperature=0.0, stop=())
+    check_settings(settings)
+    workloads = args.workload or list(WORKLOADS)
+    modes = args.mode or ([args.draft] if args.draft else list(DEFAULT_MODES))
+    if args.sweep:
+        modes = [*modes, *_sweep_modes(args.sweep)]
+    peer_keys = parse_peers(args.peers) if args.peers else ()  # a bad list fails before any model loads
+    report = Report(settings={
+        "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
+        "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": args.limit,
+        "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": args.fixed,
+        "peers": list(peer_keys),
+    })
+    target = load_target(settings)
+    plans: dict[str, ModePlan] = {}
+    systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
+    tasks: list[BenchTask] = []
+    try:
+        profile = profile_for(target)
+        report.settings["verify_profile"] = {str(n): round(profile.ratio(n - 1), 3) for n in sorted(profile.spans)}
+        for mode in modes:
+            plans[mode] = load_mode(settings, mode, profile)
+        report.settings["target"] = target.name
+        report.settings["target_file"] = str(target.path)
+        report.settings["gpu_layers"] = target.n_gpu_layers
+        report.settings["drafters"] = {m: p.drafter.name for m, p in plans.items()}
+        report.settings["source_costs"] = {
+            m: {c.source: {"ms_per_token": round(c.seconds_per_token * 1000, 2),
+                           "plain_steps": round(c.seconds_per_token / profile.spans[1], 3), "asked": c.affordable}
+                for c in p.memory.costs if c.seconds_per_token is not None}
+            for m, p in plans.items()}
+        _warm_up(target)
+        for workload in workloads:
+            _run_workload(target, plans, settings, load_tasks(workload, args.limit), args.fixed, report,
+                          systems, tasks)
+        report.costs = [row for plan in plans.values() for row in learned_costs(plan)]
+    finally:
+        for p in plans.values():
+            p.drafter.close()
+        target.close()  # before the peers load: one set of models in memory at a time
+    _print(report)
+    if peer_keys:
+        records = [*systems.values(), *_run_peers(settings, target.path, peer_keys, tasks)]
+        report.systems = system_rows(records, workloads)
+        print()
+        print_systems(report.systems)
+    data = json.loads(json.dumps(asdict(report)))  # the JSON form: what --out holds and the charts read
+    if args.out:
+        args.out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        print(f"ds4spec: results written to {args.out}", file=sys.stderr)
+    if args.plot:
+        from ds4spec.bench.plots import write_plots  # matplotlib loads only when charts are asked for
+
+        paths = write_plots(data, args.plot)
+        print(f"ds4spec: {len(paths)} charts written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _run_peers(settings: Settings, target_path: Path, keys: tuple[str, ...],
+               tasks: list[BenchTask]) -> list[SystemRuns]:
+    try:
+        drafter, problem = drafter_spec(settings).model, None
+    except Ds4Error as exc:  # an unknown pair: the assisted peer reports it, the others run
+        drafter, problem = None, str(exc)
+    with TargetVocab(target_path) as vocab:
+        setup = PeerSetup(target_path, vocab.tokenizer, settings.ctx, settings.batch, settings.threads,
+                          settings.gpu_layers, drafter, problem)
+        return run_peer_groups(build_peer_groups(keys, setup), tasks, settings.max_tokens)
+
+
+def _sweep_modes(text: str) -> list[str]:
+    try:
+        lengths = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--sweep takes whole numbers separated by commas, got {text!r}") from None
+    if not lengths or min(lengths) < 1:
+        raise UsageError(f"--sweep lengths must be at least 1, got {text!r}")
+    return [f"fixed-{n}" for n in lengths]
+
+
+def _warm_up(target: LlamaTarget) -> None:
+    """One short untimed generation, so that the first measured run does not pay for page faults."""
+    prompt = target.tokenizer.tokenize(b"def main():\n")
+    _last(generate_plain(target, GenerationRequest(prompt, 8)))
+
+
+def _last(events: object) -> Finished:
+    finished = list(events)[-1]  # type: ignore[call-overload]
+    assert isinstance(finished, Finished)
+    return finished
+
+
+def _run_workload(target: LlamaTarget, plans: dict[str, ModePlan], settings: Settings,
+                  tasks: list[Task], fixed: bool, report: Report, systems: dict[str, SystemRuns],
+                  bench_tasks: list[BenchTask]) -> None:
+    workload = tasks[0].workload if tasks else "?"
+    tallies = {"plain": Tally(), **{m: Tally() for m in plans}}
+    for mode in tallies:
+        systems.setdefault(mode, SystemRuns(f"ds4spec {mode}", "ds4spec", "ds4spec plain"))
+    sampling = SamplingSettings()  # greedy
+    for task in tasks:
+        request = GenerationRequest(task.prompt_tokens(target), settings.max_tokens, sampling, task.stop)
+        key = (workload, task.task_id)
+        bench_tasks.append(BenchTask(workload, task.task_id, tuple(request.prompt_tokens), tuple(task.stop)))
+        # Every run reads its whole prompt afresh: a context kept from the run before would be reused up to
+        # the prompt's last token, read alone instead of inside the batch, and flip near-ties (on prose, 3 of 5
+        # answers of a mode that never drafted differed from plain that way).
+        target.reset()
+        plain = _last(generate_plain(target, request))
+        tallies["plain"].add(plain, True)
+        systems["plain"].results[key] = result_of(plain, speculative=False)
+        report.runs.append(_run_record(workload, task, "plain", plain, True))
+        for mode, plan in plans.items():
+            target.reset()
+            events = list(generate_speculative(target, plan.drafter, request, task.draft_context(),
+                                               spec_settings(plan.settings), policy=plan.policy(task, fixed)))
+            spec = _last(events)
+            identical = spec.tokens == plain.tokens
+            tallies[mode].add(spec, identical)
+            tallies[mode].add_cycles([e for e in events if isinstance(e, CycleReport)])
+            systems[mode].results[key] = result_of(spec, speculative=True)
+            report.runs.append(_run_record(workload, task, mode, spec, identical))
+        print(f"ds4spec: bench {workload} {task.task_id} done", file=sys.stderr, flush=True)
+    plain_rate = tallies["plain"].row(0.0)["tokens_per_second"]
+    for mode, tally in tallies.items():
+        report.rows.append({"workload": workload, "mode": mode, **tally.row(float(plain_rate))})
+        if mode != "plain":
+            report.cycles.append({"workload": workload, "mode": mode, "events": tally.drafts_by_event(),
+                                  "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
+
+
+def _run_record(workload: str, task: Task, mode: str, finished: Finished, identical: bool) -> dict[str, object]:
+    return {"workload": workload, "task_id": task.task_id, "mode": mode, "finish": finished.reason.value,
+            "identical_to_plain": identical, **finished.stats.as_dict()}
+
+
+def _print(report: Report) -> None:
+    head = f"{'workload':<10} {'mode':<8} {'tok/s':>7} {'speedup':>7} {'accept':>6} {'acc/pass':>8} " \
+           f"{'draft%':>6} {'verify%':>7} {'identical':>9}"
+    print(head)
+    print("-" * len(head))
+    for r in report.rows:
+        plain = r["mode"] == "plain"
+        print(f"{r['workload']:<10} {r['mode']:<8} {r['tokens_per_second']:>7.2f} {r['speedup']:>6.2f}x "
+              f"{'' if plain else format(r['acceptance'], '.0%'):>6} "
+              f"{'' if plain else format(r['mean_accepted_length'], '.2f'):>8} "
+              f"{'' if plain else format(r['draft_share'], '.0%'):>6} "
+              f"{'' if plain else format(r['verify_share'], '.0%'):>7} "
+              f"{'' if plain else str(r['identical']) + '/' + str(r['runs']):>9}")
+    _print_events(report)
+    _print_loop(report)
+    _print_costs(report)
+    drafters = report.settings.get("drafters", {})
+    print(f"target {report.settings.get('target')}; drafters {drafters}; greedy, {report.settings['max_tokens']} "
+          f"tokens, {report.settings['limit']} prompts per workload")
+
+
+def _print_loop(report: Report) -> None:
+    """Speculation's own cost per cycle, outside the models: it must stay far below a GPU step (10-20 ms)."""
+    rows = [r for r in report.rows if r["mode"] != "plain" and r.get("loop_ms_mean")]
+    if rows:
+        print()
+        print("loop outside model calls, ms a cycle (median of the runs' medians / mean): " + ", ".join(
+            f"{r['workload']} {r['mode']} {r['loop_ms_median']:.2f} / {r['loop_ms_mean']:.2f}" for r in rows))
+
+
+def _print_costs(report: Report) -> None:
+    """What a cycle costs, in plain steps: the measured verify profile, and what each mode's drafting added."""
+    profile = report.settings.get("verify_profile")
+    if isinstance(profile, dict):
+        print()
+        print("verify pass over n tokens, in plain steps: "
+              + ", ".join(f"{n}: {ratio:.2f}" for n, ratio in profile.items()))
+    for mode, sources in report.settings.get("source_costs", {}).items():
+        for source, c in sources.items():
+            verdict = "asked" if c["asked"] else "not asked: it could not beat a plain step even at 90% acceptance"
+            print(f"{mode:<8} {source:<6} drafts cost {c['ms_per_token']:.1f} ms a token ({c['plain_steps']:.2f} "
+                  f"plain steps); {verdict}")
+    for c in report.costs:
+        lengths: dict[str, list[float]] = c["cycle_and_verify_steps"]  # type: ignore[assignment]
+        print(f"{c['mode']:<8} {c['source']:<6} plain step {c['plain_step_ms']:.1f} ms; a cycle drafting k, "
+              "in plain steps (the verify pass alone): "
+              + ", ".join(f"{k}: {cycle:.2f} ({verify:.2f})" for k, (cycle, verify) in lengths.items()))
+
+
+def _print_events(report: Report) -> None:
+    """Per trigger event: cycles begun there, drafts verified, and their acceptance."""
+    rows = [r for r in report.rows if r.get("events")]
+    if not rows:
+        return
+    print()
+    print(f"{'workload':<10} {'mode':<8} {'event':<24} {'cycles':>6} {'drafts':>6} {'drafted':>7} {'accept':>6} "
+          f"{'acc/pass':>8}")
+    for r in rows:
+        events: dict[str, dict[str, int]] = r["events"]  # type: ignore[assignment]
+        for name, c in events.items():
+            accept = format(c["accepted"] / c["drafted"], ".0%") if c["drafted"] else ""
+            per_pass = format(c["accepted"] / c["passes"], ".2f") if c["passes"] else ""
+            print(f"{r['workload']:<10} {r['mode']:<8} {name:<24} {c['cycles']:>6} {c['passes']:>6} "
+                  f"{c['drafted']:>7} {accept:>6} {per_pass:>8}")

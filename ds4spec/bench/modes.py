@@ -1,0 +1,110 @@
+"""The ds4spec modes ``ds4spec bench`` compares with plain decoding: a list, one entry per mode.
+
+A mode is the settings it changes (which drafter, triggers on or off). What follows from them is the same
+code as everywhere else: ``load_drafter`` builds the drafter, ``load_rules`` the trigger rules, and with
+rules the draft length comes from ``TriggerPolicy``, without them from the gate (both learning across the
+bench's prompts, as an engine learns across a session). ``fixed-N`` drafts N tokens with the hybrid drafter
+every cycle: a sweep of them is what triggers are measured against. Any other mode name is a drafter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from ds4spec.bench.workloads import Task
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.engine.loading import load_drafter, load_rules
+from ds4spec.engine.settings import Settings
+from ds4spec.errors import UsageError
+from ds4spec.policy.gate import DraftPolicy, FixedLength
+from ds4spec.policy.memory import PolicyMemory
+from ds4spec.policy.profile import VerifyProfile
+from ds4spec.policy.rules import RuleBook
+
+DEFAULT_MODES = ("pair", "lookup", "hybrid", "triggers")
+MODE_SETTINGS: dict[str, dict[str, object]] = {
+    "pair": {"draft": None, "triggers": False},  # the pair's model drafter, lengths from the gate
+    "lookup": {"draft": "lookup", "triggers": False},
+    "hybrid": {"draft": "hybrid", "triggers": False},
+    "triggers": {"draft": None, "triggers": True},  # lookup and the pair's model, lengths from syntax events
+}
+_SETTING_NAMES = {f.name for f in fields(Settings)}
+
+
+FIXED_PREFIX = "fixed-"  # fixed-N: the hybrid drafter drafting exactly N tokens every cycle (a sweep's point)
+
+
+def fixed_length(mode: str) -> int | None:
+    """N for a ``fixed-N`` mode, else None."""
+    if not mode.startswith(FIXED_PREFIX):
+        return None
+    try:
+        n = int(mode[len(FIXED_PREFIX):])
+    except ValueError:
+        raise UsageError(f"--mode {mode!r}: a fixed length is fixed-N with N a whole number") from None
+    if n < 1:
+        raise UsageError(f"--mode {mode!r}: N must be at least 1")
+    return n
+
+
+def mode_settings(settings: Settings, mode: str) -> Settings:
+    default = {"draft": "hybrid", "triggers": False} if fixed_length(mode) else {"draft": mode, "triggers": False}
+    changes = MODE_SETTINGS.get(mode, default)
+    # Only the fields this Settings has: a mode entry may name a setting that a branch does not have yet.
+    return replace(settings, **{k: v for k, v in changes.items() if k in _SETTING_NAMES})  # type: ignore[arg-type]
+
+
+def task_language(task: Task) -> str:
+    """What the answer is written in, for trigger rules: HumanEval continues Python code; chat answers are
+    markdown (code inside fences), as the engine treats them."""
+    return "python" if task.text is not None else "markdown"
+
+
+@dataclass(slots=True)
+class ModePlan:
+    """One mode, loaded: its settings, drafter and trigger rules, and what its policies learned so far."""
+
+    name: str
+    settings: Settings
+    drafter: GuardedDrafter
+    rules: RuleBook | None
+    memory: PolicyMemory
+    fixed: int | None = None  # fixed-N modes
+
+    def policy(self, task: Task, fixed: bool) -> DraftPolicy:
+        """fixed-N: always N; ``--fixed``: always ``--draft-max``; else what an engine would use (triggers per
+        event, or the gate), learning across the bench's prompts as an engine learns across a session."""
+        if self.fixed:
+            return FixedLength(self.fixed)
+        if fixed:
+            return FixedLength(self.settings.draft_max)
+        return self.memory.policy(self.rules, task_language(task), self.settings.draft_max)
+
+
+def load_mode(settings: Settings, mode: str, profile: VerifyProfile) -> ModePlan:
+    """The mode's drafter and rules, its sources' costs measured against ``profile`` (the target is idle)."""
+    chosen = mode_settings(settings, mode)
+    rules = load_rules(chosen)  # a broken rule file fails before the drafter loads
+    drafter = load_drafter(chosen)
+    if drafter is None:
+        raise UsageError(f"--mode {mode!r} has no drafter to compare with plain decoding")
+    memory = PolicyMemory.measure(drafter, profile, chosen.draft_max, check=chosen.cost_check)
+    return ModePlan(mode, chosen, drafter, rules, memory, fixed_length(mode))
+
+
+def learned_costs(plan: ModePlan) -> list[dict[str, object]]:
+    """Per drafter source, what the mode's policy measured over the whole bench: the plain step, and for each
+    drafted length the whole cycle and the verify pass alone (the profile), in plain steps; the difference is
+    what drafting and the loop added. Sources that never drafted are left out."""
+    memory = plan.memory
+    tables = memory.learning.costs.tables if plan.rules is not None else {"any": memory.gate_costs}
+    rows: list[dict[str, object]] = []
+    for source, table in tables.items():
+        plain = table.plain_step()
+        if plain is None or not table.drafts_measured:
+            continue
+        lengths = {str(k): [round(table.cost(k) / plain, 3), round(table.profile.ratio(k), 3)]
+                   for k in table.measured_lengths() if k > 0}
+        rows.append({"mode": plan.name, "source": source, "plain_step_ms": round(plain * 1000, 2),
+                     "cycle_and_verify_steps": lengths})
+    return rows

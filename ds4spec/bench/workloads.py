@@ -1,0 +1,62 @@
+"""The benchmark workloads: code generation (HumanEval), edits, and prose, as prompts for target and drafter.
+
+The inputs ship in ``ds4spec/bench/data`` (a copy of the project's shared benchmark inputs; HumanEval is
+MIT-licensed, see ``LICENSE.humaneval`` there). Code generation is plain completion of the function; edits
+and prose are chat turns, rendered with the target's chat template (and with the drafter's own, by it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ds4spec.backend.prompt import ChatMessage, chat_tokens, completion_tokens
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.core.drafting import DraftContext
+from ds4spec.errors import UsageError
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+WORKLOADS = ("humaneval", "edits", "prose")
+# The usual HumanEval stops: the function ends where the next top-level statement begins.
+CODE_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    workload: str
+    task_id: str
+    text: str | None = None  # completion mode
+    messages: tuple[ChatMessage, ...] | None = None  # chat mode
+    stop: tuple[str, ...] = ()
+
+    def prompt_tokens(self, target: LlamaTarget) -> list[int]:
+        if self.messages is not None:
+            return chat_tokens(target.tokenizer, target.chat_template, self.messages)
+        assert self.text is not None
+        return completion_tokens(target.tokenizer, self.text)
+
+    def draft_context(self) -> DraftContext:
+        if self.messages is not None:
+            return DraftContext(messages=self.messages)
+        assert self.text is not None
+        return DraftContext(text=self.text.encode("utf-8"))
+
+
+def load_tasks(workload: str, limit: int | None = None, data_dir: Path = DATA_DIR) -> list[Task]:
+    if workload not in WORKLOADS:
+        raise UsageError(f"unknown workload {workload!r} (known: {', '.join(WORKLOADS)})")
+    path = data_dir / f"{workload}.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    tasks = [_task(workload, row) for row in rows]
+    return tasks[:limit] if limit else tasks
+
+
+def _task(workload: str, row: dict[str, str]) -> Task:
+    if workload == "humaneval":
+        return Task(workload, row["task_id"], text=row["prompt"], stop=CODE_STOPS)
+    if workload == "edits":
+        fence = row.get("language", "python")
+        ask = f"{row['instruction']}\n\n```{fence}\n{row['code']}```"
+        return Task(workload, row["task_id"], messages=(ChatMessage("user", ask),))
+    return Task(workload, row["task_id"], messages=(ChatMessage("user", row["prompt"]),))

@@ -1,0 +1,94 @@
+"""The drafter contract: propose text that may follow the committed text. Nothing more.
+
+A drafter never sees target tokens: drafts travel as text (bytes), so a drafter may use any tokenizer.
+The engine calls, per generation::
+
+    drafter.begin(context)          # the prompt: raw text (completion) or messages (chat)
+    loop:
+        draft = drafter.propose(n)  # up to n of the drafter's own tokens of continuation, as bytes
+        ...verification...
+        drafter.extend(committed)   # the bytes committed this cycle (accepted draft + target token)
+
+``prepare()`` may come before a ``propose``: a model reads the text then, so that drafting is timed alone.
+
+``extend`` must cost the same at token 50 and at token 5,000: a drafter re-tokenizes only a bounded
+tail of its text and keeps its KV cache for the unchanged prefix. A drafter may raise, be slow, or return
+nonsense: the engine survives all three and the output does not change (the verifier decides).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ds4spec.backend.prompt import ChatMessage
+
+
+@dataclass(frozen=True, slots=True)
+class DraftContext:
+    """What the generation starts from. Exactly one of ``text`` and ``messages`` is set.
+
+    ``text``: completion mode, the raw prompt text (for FIM, the text before the cursor).
+    ``messages``: chat mode; the drafter renders them with its own chat template and an open assistant turn.
+    """
+
+    text: bytes | None = None
+    messages: Sequence[ChatMessage] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.text is None) == (self.messages is None):
+            raise ValueError("a DraftContext holds either text or messages")
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A proposed continuation of the committed text.
+
+    ``text`` may end inside a UTF-8 character or a word; the aligner cuts what is not yet stable.
+    ``confidences`` are the drafter's own probabilities of its tokens, when it has them (for the policy).
+    """
+
+    text: bytes
+    source: str  # "model" or "lookup"
+    drafter_tokens: int = 0  # how many of its own tokens the drafter generated (cost accounting)
+    confidences: Sequence[float] = field(default_factory=tuple)
+    # Seconds spent reading the prompt before this draft (a drafter that waits its turn reads it when first asked):
+    # paid once per generation, not a cost of this draft's length.
+    sync_seconds: float = 0.0
+
+
+NO_DRAFT = Draft(b"", "none")
+
+
+class Drafter(ABC):
+    """Proposes text. Implementations: llama.cpp, transformers, text lookup, hybrid."""
+
+    name: str = "drafter"
+    sources: tuple[str, ...] = ("model",)  # what ``propose_from`` can be asked for: model and/or lookup
+
+    @abstractmethod
+    def begin(self, context: DraftContext) -> None:
+        """Starts a generation from ``context``, forgetting any earlier one (its caches may be reused)."""
+
+    @abstractmethod
+    def extend(self, committed: bytes) -> None:
+        """Appends bytes the target committed (they follow the prompt and everything extended before)."""
+
+    @abstractmethod
+    def propose(self, max_tokens: int) -> Draft:
+        """Up to ``max_tokens`` of the drafter's own tokens of continuation; ``NO_DRAFT`` when it has none.
+
+        A model drafter stops early when its top probability falls below its ``p_min``.
+        """
+
+    def prepare(self, source: str = "any") -> None:  # noqa: B027 - optional: only a model has text to read
+        """Reads the committed text now (a model evaluates it), so that the next ``propose`` from ``source`` only
+        drafts. A drafter without a model has nothing to do."""
+
+    def propose_from(self, source: str, max_tokens: int) -> Draft:
+        """A draft from ``source`` only (one of ``sources``); a drafter with one source just proposes."""
+        return self.propose(max_tokens)
+
+    def close(self) -> None:  # noqa: B027 - optional hook; most drafters hold nothing to release
+        """Releases models and memory."""

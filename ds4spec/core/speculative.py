@@ -1,0 +1,219 @@
+"""Speculative decoding with a drafter of any tokenizer: the cycle, as a stream of events.
+
+One cycle (words as ``ds4spec.core.events`` defines them)::
+
+    k = policy.draft_length()                       # 0: a plain step
+    text = drafter.propose(...)                     # draft TEXT, in the drafter's own tokens
+    draft = align_draft(target tokenizer, text)     # target tokens, never rewriting committed ones
+    rows = target.eval_span([pending, *draft])      # ONE forward pass
+    verdict = verify_draft(rows, draft, sampler)    # accepted prefix + the target's own token
+    target.rollback(...)                            # forget the rejected tail
+    commit accepted (DRAFT) and the own token (TARGET); drafter.extend(their bytes)
+
+``pending`` is the last committed token, not yet evaluated. Every committed token is one the target's
+sampler chose at its position, so greedy output equals plain greedy output and sampled output follows the
+target's distribution (see ``ds4spec.core.verify``). The engine knows nothing of screens.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.core.align import align_draft
+from ds4spec.core.drafting import DraftContext
+from ds4spec.core.events import CycleReport, Event, FinishReason, Provenance
+from ds4spec.core.plain import Clock, GenerationRequest, OutputStream, prepare_context
+from ds4spec.core.sampling import Sampler
+from ds4spec.core.stats import EventCounts, GenerationStats
+from ds4spec.core.verify import Verdict, verify_draft
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.policy.gate import DraftPolicy, GatedPolicy
+
+ALIGN_WINDOW = 8  # committed target tokens re-tokenized with each draft
+
+
+@dataclass(frozen=True, slots=True)
+class SpecSettings:
+    draft_max: int = 64  # the most target tokens one draft may hold
+    warmup_tokens: int = 32  # speculation starts once the context holds this many tokens (prompt included)
+
+
+def generate_speculative(
+    target: LlamaTarget,
+    drafter: GuardedDrafter,
+    request: GenerationRequest,
+    context: DraftContext,
+    settings: SpecSettings | None = None,
+    *,
+    policy: DraftPolicy | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> Iterator[Event]:
+    settings = settings or SpecSettings()
+    sampler = Sampler(request.sampling)
+    stats = GenerationStats(prompt_tokens=len(request.prompt_tokens), seed=sampler.seed)
+    out = OutputStream(target.tokenizer, request, stats)
+    clock = Clock()
+    cycle = _Cycle(target, drafter, request, settings, policy or GatedPolicy(settings.draft_max), sampler, out)
+    failures_before = drafter.failures.total
+    try:
+        drafter.begin(context)
+        cycle.policy.begin(context)
+        drafter.warm()  # with cores to spare, the drafter reads its prompt while the target reads its own
+        reason = yield from cycle.run(cancelled, clock)
+    except KeyboardInterrupt:
+        reason = FinishReason.CANCELLED
+    stats.drafter_failures = drafter.failures.total - failures_before
+    stats.loop_seconds = sum(cycle.loop_samples)
+    stats.loop_median_seconds = float(np.median(cycle.loop_samples)) if cycle.loop_samples else 0.0
+    if isinstance(cycle.policy, GatedPolicy):
+        stats.plain_step_seconds = cycle.policy.costs.plain_step() or 0.0
+    yield from out.finish(reason, clock)
+
+
+class _Cycle:
+    def __init__(
+        self,
+        target: LlamaTarget,
+        drafter: GuardedDrafter,
+        request: GenerationRequest,
+        settings: SpecSettings,
+        policy: DraftPolicy,
+        sampler: Sampler,
+        out: OutputStream,
+    ) -> None:
+        self.target = target
+        self.tok = target.tokenizer
+        self.drafter = drafter
+        self.request = request
+        self.settings = settings
+        self.policy = policy
+        self.sampler = sampler
+        self.out = out
+        self.stats = out.stats
+        self.drafter_tokens_per_target_token = 1.0
+        # Per cycle, the seconds outside model calls (target passes, drafter proposals) and outside the
+        # consumer: alignment, verdicts, policy, syntax tracking, detokenizing. On a GPU a large target's
+        # step takes 10 to 20 ms, so this must stay well under that.
+        self.loop_samples: list[float] = []
+
+    def run(self, cancelled: Callable[[], bool], clock: Clock) -> Generator[Event, None, FinishReason]:
+        target = self.target
+        logits = target.read_prompt(prepare_context(target, self.request.prompt_tokens), cancelled)
+        if logits is None:
+            return FinishReason.CANCELLED
+        clock.mark_prompt_done()
+        pending = self.sampler.choose(logits, target.recent_tokens(self.request.sampling.repeat_last_n))
+        chunk, reason = self.out.commit(pending, Provenance.TARGET)
+        if chunk:
+            yield chunk
+        if reason:
+            return reason
+        self._follow(self.tok.piece(pending))
+        while True:
+            if cancelled():
+                return FinishReason.CANCELLED
+            if target.n_past >= target.n_ctx:
+                return FinishReason.CONTEXT
+            start = time.perf_counter()
+            draft, requested, source, draft_seconds, sync_seconds, propose_seconds = self._draft(pending)
+            base = target.n_past
+            t0 = time.perf_counter()
+            target.checkpoint()
+            rows = target.eval_span([pending, *draft])
+            model_seconds = propose_seconds + time.perf_counter() - t0
+            verdict = self._verify(rows, draft)
+            target.rollback(base + 1 + verdict.accepted)
+            verify_seconds = time.perf_counter() - t0
+            self._account(len(draft), verdict.accepted, draft_seconds, verify_seconds)
+            outside = 0.0  # seconds the consumer held the stream
+            if draft:
+                handed = time.perf_counter()
+                yield CycleReport(len(draft), verdict.accepted, draft_seconds, verify_seconds, self.policy.event)
+                outside += time.perf_counter() - handed
+            committed = [*draft[: verdict.accepted], verdict.token]
+            for i, token in enumerate(committed):
+                own = i == len(committed) - 1
+                chunk, reason = self.out.commit(token, Provenance.TARGET if own else Provenance.DRAFT)
+                if chunk:
+                    handed = time.perf_counter()
+                    yield chunk
+                    outside += time.perf_counter() - handed
+                if reason:
+                    return reason
+            self._follow(self.tok.detokenize(committed))
+            spent = time.perf_counter() - start - sync_seconds  # a catch-up is no cost of this draft's length
+            self.policy.observe(requested, len(draft), verdict.accepted, spent, source)
+            self.loop_samples.append(time.perf_counter() - start - model_seconds - outside)
+            pending = verdict.token
+
+    def _follow(self, committed: bytes) -> None:
+        """The drafter and the policy both follow the committed text."""
+        self.drafter.extend(committed)
+        self.policy.extend(committed)
+
+    def _draft(self, pending: int) -> tuple[list[int], int, str, float, float, float]:
+        """Target tokens to verify after ``pending``, how many were asked for, the draft's source (``none``
+        when there was none), the seconds it took, how many of them the drafter spent catching up, and how
+        many in its proposal (the model's work, catch-up included; the rest is alignment)."""
+        target = self.target
+        room = min(
+            target.n_ctx - target.n_past - 1,
+            target.n_batch - 1,
+            self.request.max_tokens - len(self.out.tokens),
+        )
+        if target.n_past + 1 < self.settings.warmup_tokens or not self.drafter.available:
+            return [], 0, "none", 0.0, 0.0, 0.0
+        k = min(self.policy.draft_length(), room)
+        if k <= 0:
+            return [], 0, "none", 0.0, 0.0, 0.0
+        t0 = time.perf_counter()
+        # The aligner drops a draft's unstable last word, so ask for a little more than k.
+        want = math.ceil(k * self.drafter_tokens_per_target_token) + 2
+        proposal = self.drafter.propose(want, source=self.policy.source)
+        propose_seconds = time.perf_counter() - t0
+        draft: list[int] = []
+        if proposal.text:
+            # align_draft re-tokenizes the window's last tokens after any control token (template markup).
+            window = [*self.target.recent_tokens(ALIGN_WINDOW - 1), pending]
+            draft = align_draft(self.tok, window, proposal.text, max_tokens=k, window=ALIGN_WINDOW)
+            if draft and proposal.drafter_tokens:
+                ratio = proposal.drafter_tokens / len(draft)
+                self.drafter_tokens_per_target_token = 0.8 * self.drafter_tokens_per_target_token + 0.2 * ratio
+        return draft, k, proposal.source, time.perf_counter() - t0, proposal.sync_seconds, propose_seconds
+
+    def _verify(self, rows: np.ndarray, draft: list[int]) -> Verdict:
+        last_n = self.request.sampling.repeat_last_n
+        span = len(draft) + 1
+        # History for the repeat penalty at span position i: the context up to and including span[i].
+        recent = self.target.recent_tokens(last_n + span) if self.request.sampling.repeat_penalty != 1 else []
+
+        def choose(row: np.ndarray, i: int) -> int:
+            history = recent[: len(recent) - (span - 1 - i)][-last_n:] if recent else ()
+            return self.sampler.choose(row, history)
+
+        return verify_draft(rows, draft, choose)
+
+    def _account(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
+        s = self.stats
+        if self.policy.event:
+            s.events.setdefault(self.policy.event, EventCounts()).add(drafted, accepted)
+        s.target_forward_passes += 1
+        s.draft_seconds += draft_s
+        s.verify_seconds += verify_s
+        if drafted:
+            s.verify_passes_with_draft += 1
+            s.drafted_tokens += drafted
+            s.accepted_tokens += accepted
+            if accepted < drafted:
+                s.corrected_tokens += 1
+            else:
+                s.bonus_tokens += 1
+
+
+

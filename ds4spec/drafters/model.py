@@ -1,0 +1,267 @@
+"""Incremental sync of a model drafter with the committed text, shared by the llama.cpp and torch drafters.
+
+Why: re-tokenizing and re-evaluating the whole text each cycle costs O(context) (the naive prototype did it).
+:class:`TokenSync` keeps the drafter's tokens for (prompt + committed bytes) and re-tokenizes only a window of
+the last ``lookback`` tokens plus the new bytes, starting where the fresh tokenization agrees with the old one
+(a real boundary, so the list stays canonical; it looks back up to ``max_lookback`` tokens for one).
+:class:`ModelDrafter` keeps the KV cache equal to that list lazily: it rolls back only what changed and
+evaluates the rest at the next ``propose``. Draft tokens stay cached: once accepted they need no evaluation.
+"""
+
+from __future__ import annotations
+
+import codecs
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
+
+
+@dataclass
+class SyncStats:
+    """Work counters (tests compare them at short and long contexts: the per-cycle cost must not grow)."""
+
+    tokenize_calls: int = 0
+    tokenized_bytes: int = 0
+    evaluated_tokens: int = 0  # fed to the model to catch up with the committed text
+    reused_tokens: int = 0  # found already evaluated by comparison: accepted draft tokens, a reused prompt
+    drafted_tokens: int = 0
+
+
+class TokenSync:
+    """The drafter's tokens for ``head`` (never re-tokenized: BOS, chat markup) + the committed text.
+
+    ``tokenize(bytes)`` takes valid UTF-8 and must neither add nor parse special tokens; ``piece(id)`` gives
+    a token's bytes. Tokenizers that prepend a space to every text (SentencePiece's dummy prefix) are
+    handled: the text's first token keeps it, as a fresh tokenization of the text does; windows that
+    start later are tokenized so that they add nothing.
+    """
+
+    def __init__(self, tokenize: Callable[[bytes], list[int]], piece: Callable[[int], bytes], *,
+                 lookback: int = 8, max_lookback: int = 32, stats: SyncStats | None = None) -> None:
+        self._tokenize_raw, self.piece = tokenize, piece
+        self.lookback, self.max_lookback = lookback, max(lookback, max_lookback)
+        self.stats = stats or SyncStats()
+        probe = b"".join(map(piece, tokenize(b"x")))
+        self._dummy = probe[:-1] if probe.endswith(b"x") else b""  # b" " for SentencePiece-style tokenizers
+        self.reset([], at_text_start=True)
+
+    def reset(self, head: Sequence[int], *, at_text_start: bool) -> None:
+        """Starts over with ``head``; ``at_text_start``: the text begins a document (completion mode)."""
+        self.tokens: list[int] = list(head)
+        self.fixed = len(head)
+        self._region_dummy = self._dummy if at_text_start else b""
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    @property
+    def pending(self) -> bytes:
+        """Committed bytes of an unfinished UTF-8 character, not yet tokenized."""
+        return self._decoder.getstate()[0]
+
+    def extend(self, data: bytes) -> int:
+        """Appends ``data``; returns the index of the first token that changed (or was added).
+
+        Invalid UTF-8 becomes U+FFFD: tokenizers do that anyway, and the drafter only needs similar text.
+        """
+        text = self._decoder.decode(data).encode("utf-8")
+        n = len(self.tokens)
+        if not text:
+            return n
+        found: tuple[int, list[int]] | None = None
+        for start in self._starts(n):
+            new = self._tokenize_window(start, text)
+            if new is None:
+                continue
+            found = (start, new)
+            if start in (self.fixed, n) or new[0] == self.tokens[start]:
+                break  # the seam agrees with the old tokenization: a real boundary
+        if found is None:  # a normalising tokenizer (NFC, lower case): the drafter's text drifts a little
+            found = (n, self._tokenize(text))
+        start, new = found
+        same = next((i for i, (a, b) in enumerate(zip(self.tokens[start:], new, strict=False)) if a != b),
+                    min(n - start, len(new)))
+        self.tokens[start + same :] = new[same:]
+        return start + same
+
+    def _starts(self, n: int) -> Iterator[int]:
+        """Window starts to try, nearest first; then ``n`` (new bytes alone) as the last resort."""
+        first, last = max(self.fixed, n - self.lookback), max(self.fixed, n - self.max_lookback)
+        for start in range(first, last - 1, -1):
+            if start == n or self.piece(self.tokens[start])[:1] not in _CONTINUATION_BYTES:
+                yield start
+        if first != n:
+            yield n
+
+    def _tokenize_window(self, start: int, text: bytes) -> list[int] | None:
+        """The tokens of the bytes of ``tokens[start:]`` followed by ``text``, or None if not exactly them."""
+        kept = b"".join(map(self.piece, self.tokens[start:]))
+        if start == self.fixed and self._region_dummy:  # the text's first token: a fresh tokenization
+            window = kept.removeprefix(self._region_dummy) + text
+            return self._exact(self._tokenize(window), self._region_dummy + window)
+        window = kept + text
+        attempts = [window, window[1:] if window.startswith(b" ") else None, b"\n" + window]
+        for source in attempts:
+            if source is not None and (got := self._exact(self._tokenize(source), window)) is not None:
+                return got
+        return None
+
+    def _exact(self, tokens: list[int], want: bytes) -> list[int] | None:
+        """``tokens`` less a leading run whose bytes are not part of ``want`` (an anchor, a dummy space)."""
+        pieces = [self.piece(t) for t in tokens]
+        extra = sum(map(len, pieces)) - len(want)
+        cut = 0
+        while extra > 0 and cut < len(pieces):
+            extra -= len(pieces[cut])
+            cut += 1
+        if extra != 0 or b"".join(pieces[cut:]) != want or not pieces[cut:]:
+            return None
+        return tokens[cut:]
+
+    def _tokenize(self, text: bytes) -> list[int]:
+        self.stats.tokenize_calls += 1
+        self.stats.tokenized_bytes += len(text)
+        return self._tokenize_raw(text)
+
+
+_CONTINUATION_BYTES = frozenset(bytes([b]) for b in range(0x80, 0xC0))
+_KEPT_PREDICTIONS = 64
+
+
+class ModelDrafter(Drafter):
+    """begin/extend/propose for a causal LM with a KV cache; subclasses provide the tokenizer and the model.
+
+    ``p_min``: drafting stops before a token whose probability is below ``p_min``, except the first token,
+    which is always proposed (with its probability in ``Draft.confidences``): whether to draft at all is the
+    engine's policy, and it needs the drafter's confidence to decide. End-of-generation and other special
+    tokens end a draft and are never part of it.
+    """
+
+    def __init__(self, *, p_min: float, lookback: int = 8) -> None:
+        self.p_min = p_min
+        self.stats = SyncStats()
+        self._sync = TokenSync(self._tokenize_text, self._piece, lookback=lookback, stats=self.stats)
+        self._valid = 0  # the cache holds sync.tokens[:_valid] for sure; beyond that it must be compared
+        self._predictions: dict[int, tuple[int, float]] = {}  # cache length -> (next token, its probability)
+        self._started = False
+        self.last_draft: list[int] = []  # the drafter's own tokens of the last draft (tests, telemetry)
+
+    # -- what a model backend provides -------------------------------------------------------------------
+
+    @abstractmethod
+    def _prompt(self, context: DraftContext) -> tuple[list[int], bytes]:
+        """(head tokens, text): completion gives (BOS if any, the text), chat the rendered turns and b""."""
+
+    @abstractmethod
+    def _tokenize_text(self, text: bytes) -> list[int]:
+        """Plain text to tokens: no BOS added, special-token text stays text."""
+
+    @abstractmethod
+    def _piece(self, token: int) -> bytes: ...
+
+    @abstractmethod
+    def _is_stop(self, token: int) -> bool:
+        """End-of-generation and control tokens: their text must never reach a draft."""
+
+    @abstractmethod
+    def _cache_tail(self, start: int) -> list[int]: ...  # the tokens the KV cache holds from ``start`` on
+
+    @abstractmethod
+    def _cache_len(self) -> int: ...
+
+    @abstractmethod
+    def _truncate(self, n: int) -> None: ...  # forgets cache positions from ``n`` on
+
+    @abstractmethod
+    def _forward(self, tokens: list[int]) -> tuple[int, float]:
+        """Evaluates ``tokens`` after the cache; returns the greedy next token and its probability."""
+
+    @property
+    @abstractmethod
+    def n_ctx(self) -> int | None: ...  # the longest context the drafter drafts in; None: no limit
+
+    # -- the Drafter contract ----------------------------------------------------------------------------
+
+    @property
+    def tokens(self) -> list[int]:
+        """The drafter's tokens for the prompt and the committed text (less ``pending``)."""
+        return list(self._sync.tokens)
+
+    @property
+    def pending(self) -> bytes:
+        return self._sync.pending
+
+    def begin(self, context: DraftContext) -> None:
+        head, text = self._prompt(context)
+        self._sync.reset(head, at_text_start=context.text is not None)
+        self._sync.extend(text)
+        self._valid = 0  # the cache may still hold a common prefix from the last generation: reused lazily
+        self._started = True
+
+    def extend(self, committed: bytes) -> None:
+        self._valid = min(self._valid, self._sync.extend(committed))
+
+    def prepare(self, source: str = "any") -> None:
+        tokens = self._sync.tokens
+        if self._started and tokens and (self.n_ctx is None or len(tokens) < self.n_ctx):
+            self._catch_up(tokens)
+
+    def propose(self, max_tokens: int) -> Draft:
+        tokens = self._sync.tokens
+        if self.n_ctx is not None:
+            max_tokens = min(max_tokens, self.n_ctx - len(tokens) - 1)
+        if not self._started or max_tokens <= 0 or not tokens:
+            return NO_DRAFT
+        top, prob = self._catch_up(tokens)
+        out: list[int] = []
+        confidences: list[float] = []
+        while not self._is_stop(top) and (prob >= self.p_min or not out):
+            out.append(top)
+            confidences.append(prob)
+            if len(out) >= max_tokens:
+                break
+            top, prob = self._eval([top])
+        self.stats.drafted_tokens += len(out)
+        self.last_draft = out
+        if not out:
+            return NO_DRAFT
+        text, pending = b"".join(map(self._piece, out)), self._sync.pending
+        if pending:  # the model saw the text up to the unfinished character: the draft must finish it
+            text = text[len(pending) :] if text.startswith(pending) else b""
+        return Draft(text, "model", drafter_tokens=len(out), confidences=tuple(confidences))
+
+    # -- the cache ---------------------------------------------------------------------------------------
+
+    def _catch_up(self, tokens: list[int]) -> tuple[int, float]:
+        """Makes the cache hold exactly ``tokens``; returns the prediction after the last one.
+
+        Compares the cache with ``tokens`` only from ``_valid`` on (the tail that ``extend`` changed, plus
+        draft tokens): the cost does not depend on the length of the context.
+        """
+        same = self._valid
+        for held in self._cache_tail(self._valid):
+            if same == len(tokens) or held != tokens[same]:
+                break
+            same += 1
+        self.stats.reused_tokens += same - self._valid
+        if same == len(tokens) and same in self._predictions:
+            self._truncate_cache(same)
+        else:
+            same = min(same, len(tokens) - 1)  # evaluate at least one token, to get its prediction
+            self._truncate_cache(same)
+            self._valid = same
+            self.stats.evaluated_tokens += len(tokens) - same
+            self._eval(tokens[same:])
+        self._valid = len(tokens)
+        return self._predictions[len(tokens)]
+
+    def _truncate_cache(self, n: int) -> None:
+        self._truncate(n)
+        self._predictions = {k: v for k, v in self._predictions.items() if k <= n}
+
+    def _eval(self, tokens: list[int]) -> tuple[int, float]:
+        prediction = self._forward(tokens)
+        self._predictions[self._cache_len()] = prediction
+        if len(self._predictions) > _KEPT_PREDICTIONS:  # only recent ones are ever asked for again
+            del self._predictions[min(self._predictions)]
+        return prediction

@@ -1,0 +1,214 @@
+"""Loaded models and one generation at a time: what every face (complete, chat, REPL, editor server) drives.
+
+An ``Engine`` holds the target and, when speculating, a guarded drafter. It turns a completion, a
+fill-in-the-middle request or a chat conversation into target tokens (refusing a prompt that does not fit
+the context, with a one-line ``InputError``) and returns the event stream of ``ds4spec.core.events``. It knows
+nothing of screens. Generation holds a lock: one at a time, from any one thread; ``cancelled`` is polled
+once per speculative cycle (or plain step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from ds4spec.backend.prompt import ChatMessage, chat_tokens, completion_tokens, fim_tokens
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.core.drafting import DraftContext
+from ds4spec.core.events import Event
+from ds4spec.core.plain import GenerationRequest, generate_plain
+from ds4spec.core.speculative import generate_speculative
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.engine.loading import (
+    Note,
+    check_settings,
+    drafter_spec,
+    load_drafter,
+    load_rules,
+    load_target,
+    spec_settings,
+    stderr_note,
+)
+from ds4spec.engine.settings import Settings
+from ds4spec.errors import InputError
+from ds4spec.policy.costs import unasked_note
+from ds4spec.policy.gate import DraftPolicy, GatedPolicy
+from ds4spec.policy.memory import PolicyMemory
+from ds4spec.policy.profile import VerifyProfile, profile_for
+from ds4spec.policy.rules import RuleBook
+
+Cancelled = Callable[[], bool]
+
+
+def _never() -> bool:
+    return False
+
+
+def _special_text(tok: LlamaTokenizer, token: int) -> str:
+    return tok.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """Target tokens to generate from, and what the drafter is told the generation starts from."""
+
+    tokens: list[int]
+    context: DraftContext
+    language: str | None = None  # for triggers: the text's language; chat answers are markdown
+
+
+class Engine:
+    def __init__(self, settings: Settings, target: LlamaTarget, drafter: GuardedDrafter | None,
+                 rules: RuleBook | None = None, note: Note = stderr_note) -> None:
+        self.settings = settings
+        self.note = note  # what the user should know about a drafter (the face decides where it is shown)
+        self.target = target
+        self.drafter = drafter
+        self.rules = rules  # trigger rules; None: one gate for every cycle
+        self.profile: VerifyProfile | None = None  # the target's verify costs here; read once a drafter is loaded
+        self.speculation = drafter is not None  # /spec on|off: a loaded drafter may be left idle
+        self._lock = threading.Lock()
+        self._forget()
+
+    def _forget(self) -> None:
+        """What policies learned about this drafter, kept across generations: a new drafter starts afresh, its
+        sources' costs measured against the target's verify profile."""
+        self.memory: PolicyMemory | None = None
+        if self.drafter is not None:
+            if self.profile is None:
+                self.profile = profile_for(self.target)
+            self.memory = PolicyMemory.measure(self.drafter, self.profile, self.settings.draft_max,
+                                              check=self.settings.cost_check)
+            unasked = unasked_note(self.drafter.name, self.memory.costs, self.profile)
+            if unasked:
+                self.note(unasked)
+
+    @classmethod
+    def load(cls, settings: Settings, note: Note = stderr_note) -> Engine:
+        """Checks the settings, loads the target, then the drafter (see ``load_drafter`` for a missing one);
+        ``note`` hears what the user should know (a missing or too slow drafter), on stderr by default."""
+        check_settings(settings)
+        rules = load_rules(settings)  # a broken rule file fails before minutes of model loading
+        target = load_target(settings)
+        try:
+            drafter = load_drafter(settings, note)
+        except BaseException:
+            target.close()
+            raise
+        return cls(settings, target, drafter, rules, note)
+
+    # -- identity ---------------------------------------------------------------------------------------
+
+    @property
+    def target_name(self) -> str:
+        return self.target.name
+
+    @property
+    def drafter_name(self) -> str | None:
+        """The drafter's name, or None when there is none (``--draft none``, or the pair's was missing)."""
+        if self.drafter is None:
+            return None
+        return self.drafter.name
+
+    @property
+    def speculating(self) -> bool:
+        return self.speculation and self.drafter is not None
+
+    def set_draft(self, draft: str) -> None:
+        """Swaps the drafter (a model name or path, ``lookup``, ``hybrid`` or ``none``); errors leave the old one."""
+        settings = dataclasses.replace(self.settings, draft=draft)
+        check_settings(settings)
+        drafter_spec(settings)  # an unknown pair or name fails here, before anything is closed
+        with self._lock:
+            new = load_drafter(settings, self.note)
+            old, self.drafter, self.settings = self.drafter, new, settings
+            self.speculation = new is not None
+            self._forget()
+        if old is not None:
+            old.close()
+
+    # -- prompts ----------------------------------------------------------------------------------------
+
+    def completion_prompt(self, prefix: str, suffix: str | None = None, language: str | None = None) -> Prompt:
+        """Continue ``prefix``; with a ``suffix``, fill in the middle between the two. ``language`` (a name,
+        fence tag or file name) picks the trigger rules; default: the settings' ``language``."""
+        tok = self.target.tokenizer
+        tokens = completion_tokens(tok, prefix) if suffix is None else fim_tokens(tok, prefix, suffix)
+        self.check_fits(tokens)
+        return Prompt(tokens, DraftContext(text=prefix.encode("utf-8")), language or self.settings.language)
+
+    def chat_prompt(self, messages: Sequence[ChatMessage]) -> Prompt:
+        """The conversation in the target's chat template, with an open assistant turn."""
+        tok = self.target.tokenizer
+        tokens = chat_tokens(tok, self.target.chat_template, messages,
+                             bos=_special_text(tok, tok.bos), eos=_special_text(tok, tok.eos))
+        self.check_fits(tokens)
+        return Prompt(tokens, DraftContext(messages=tuple(messages)), "markdown")
+
+    def check_fits(self, tokens: Sequence[int]) -> None:
+        if not tokens:
+            # A model that adds no start token turns an empty text into no tokens: nothing to predict from.
+            raise InputError("the prompt is empty and the model adds no start token: there is nothing to continue")
+        n_ctx = self.target.n_ctx
+        if len(tokens) >= n_ctx:
+            raise InputError(
+                f"the prompt is {len(tokens)} tokens but the context holds {n_ctx} "
+                f"(the model was trained on up to {self.target.n_ctx_train}); shorten it or raise --ctx"
+            )
+
+    # -- generation -------------------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        cancelled: Cancelled = _never,
+    ) -> Iterator[Event]:
+        """The event stream for ``prompt``: ``TextChunk``s, ``CycleReport``s when speculating, one ``Finished``."""
+        request = GenerationRequest(
+            prompt.tokens,
+            self.settings.max_tokens if max_tokens is None else max_tokens,
+            self.settings.sampling(),
+            tuple(self.settings.stop if stop is None else stop),
+        )
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("the engine is already generating; one generation at a time")
+        try:
+            drafter = self.drafter if self.speculation else None
+            if drafter is None:
+                yield from generate_plain(self.target, request, cancelled=cancelled)
+            else:
+                yield from generate_speculative(self.target, drafter, request, prompt.context,
+                                                spec_settings(self.settings), policy=self.policy(prompt),
+                                                cancelled=cancelled)
+        finally:
+            self._lock.release()
+
+    def policy(self, prompt: Prompt) -> DraftPolicy:
+        """Triggers for the prompt's language, or one gate; both keep learning across generations."""
+        if self.memory is None:
+            return GatedPolicy(self.settings.draft_max)
+        return self.memory.policy(self.rules, prompt.language, self.settings.draft_max)
+
+    def complete(self, prefix: str, suffix: str | None = None, **kwargs: object) -> Iterator[Event]:
+        return self.generate(self.completion_prompt(prefix, suffix), **kwargs)  # type: ignore[arg-type]
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: object) -> Iterator[Event]:
+        return self.generate(self.chat_prompt(messages), **kwargs)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self.drafter is not None:
+            self.drafter.close()
+            self.drafter = None
+        self.target.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,139 @@
+"""``ds4spec complete``: the text on stdin in, its continuation on stdout as it is generated.
+
+Stdout carries only the completion (or, with ``--json``, one JSON object); everything else goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from ds4spec.backend.prompt import DEFAULT_CURSOR_MARKER, completion_tokens, fim_tokens, split_at_cursor
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.core.drafting import DraftContext
+from ds4spec.core.events import Event, Finished, FinishReason, TextChunk
+from ds4spec.core.stats import GenerationStats
+from ds4spec.engine.engine import Engine, Prompt
+from ds4spec.engine.loading import check_settings
+from ds4spec.engine.options import (
+    add_model_options,
+    add_sampling_options,
+    add_speculation_options,
+    settings_from_args,
+)
+from ds4spec.errors import InputError
+from ds4spec.faces.shared.stop_request import StopRequest
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "complete",
+        help="continue the text on stdin",
+        description="Reads text on stdin and writes its continuation to stdout as it is generated.",
+    )
+    add_model_options(p)
+    add_speculation_options(p)
+    add_sampling_options(p)
+    g = p.add_argument_group("input and output")
+    g.add_argument("--fim", action="store_true", help="fill in the middle: the input holds one cursor "
+                   f"marker ({DEFAULT_CURSOR_MARKER}) and the model writes what goes there")
+    g.add_argument("--cursor-marker", default=DEFAULT_CURSOR_MARKER, metavar="TEXT",
+                   help=f"the cursor marker for --fim (default {DEFAULT_CURSOR_MARKER})")
+    g.add_argument("--truncate", choices=("none", "left"), default="none", help="a prompt longer than the "
+                   "context is an error (none, the default) or loses its beginning (left)")
+    g.add_argument("--json", action="store_true", help="write one JSON object (text, finish reason, "
+                   "statistics) instead of streaming text")
+    g.add_argument("--stats", action="store_true", help="print tokens, time and tokens/s on stderr")
+    p.set_defaults(func=run)
+
+
+def read_input(stream: BinaryIO) -> str:
+    if stream.isatty():
+        print("ds4spec: reading the text to complete from the terminal; end it with Ctrl-D", file=sys.stderr)
+    data = stream.read()
+    if not data:
+        raise InputError("stdin is empty: pipe the text to complete, as in `ds4spec complete < file.py`")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"stdin is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
+
+
+def build_prompt(target: LlamaTarget, text: str, *, fim: bool, marker: str, truncate: str,
+                 max_tokens: int) -> list[int]:
+    if fim:
+        prefix, suffix = split_at_cursor(text, marker)
+        tokens = fim_tokens(target.tokenizer, prefix, suffix)
+    else:
+        tokens = completion_tokens(target.tokenizer, text)
+    if len(tokens) < target.n_ctx:
+        return tokens
+    if truncate == "left" and not fim:
+        # Keep room for the answer, but never less than half the context for the prompt.
+        keep = max(target.n_ctx - max_tokens, target.n_ctx // 2)
+        return tokens[-keep:]
+    hint = "raise --ctx" + ("" if fim else " or pass --truncate left")
+    raise InputError(
+        f"the prompt is {len(tokens)} tokens but the context holds {target.n_ctx} "
+        f"(the model was trained on up to {target.n_ctx_train}); {hint}"
+    )
+
+
+@dataclass(slots=True)
+class _Outcome:
+    text: str
+    reason: FinishReason
+    stats: GenerationStats
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    check_settings(settings)
+    text = read_input(sys.stdin.buffer)
+    with Engine.load(settings) as engine:
+        tokens = build_prompt(engine.target, text, fim=args.fim, marker=args.cursor_marker,
+                              truncate=args.truncate, max_tokens=settings.max_tokens)
+        # The drafter continues the text the target sees: for FIM, the text before the cursor.
+        if args.fim:
+            seen = split_at_cursor(text, args.cursor_marker)[0].encode()
+        else:
+            seen = engine.target.tokenizer.detokenize(tokens)
+        with StopRequest() as stop:
+            events = engine.generate(Prompt(tokens, DraftContext(text=seen), settings.language), cancelled=stop)
+            outcome = _consume(events, stream=not args.json, prompt_tokens=len(tokens))
+    if args.json:
+        _write_json(outcome)
+    if args.stats:
+        print(f"ds4spec: {outcome.stats.summary_line()}; finish: {outcome.reason.value}", file=sys.stderr)
+        for line in outcome.stats.event_lines():
+            print(f"ds4spec:   {line}", file=sys.stderr)
+    return 130 if outcome.reason is FinishReason.CANCELLED else 0
+
+
+def _consume(events: Iterator[Event], *, stream: bool, prompt_tokens: int) -> _Outcome:
+    out = sys.stdout.buffer
+    parts: list[str] = []
+    try:
+        for event in events:
+            if isinstance(event, TextChunk):
+                parts.append(event.text)
+                if stream:
+                    out.write(event.text.encode("utf-8"))
+                    out.flush()
+            elif isinstance(event, Finished):
+                return _Outcome("".join(parts), event.reason, event.stats)
+    except KeyboardInterrupt:
+        # A second Ctrl-C (the first asks the engine to stop): what was written stays written.
+        events.close()  # type: ignore[attr-defined]
+        return _Outcome("".join(parts), FinishReason.CANCELLED, GenerationStats(prompt_tokens))
+    raise RuntimeError("the generator ended without a Finished event")
+
+
+def _write_json(outcome: _Outcome) -> None:
+    obj = {"text": outcome.text, "finish_reason": outcome.reason.value, "stats": outcome.stats.as_dict()}
+    sys.stdout.buffer.write((json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8"))
+    sys.stdout.flush()

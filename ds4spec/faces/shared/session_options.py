@@ -1,0 +1,49 @@
+"""What ``ds4spec chat`` and ``ds4spec repl`` share on the command line: their options, the session store
+they open, and the ``--sessions`` listing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ds4spec.engine.options import add_model_options, add_sampling_options, add_speculation_options
+from ds4spec.faces.repl.render import visible
+from ds4spec.faces.shared.sessions import SessionInfo, SessionStore, add_session_options
+
+
+def add_chat_options(parser: argparse.ArgumentParser) -> None:
+    add_model_options(parser)
+    add_speculation_options(parser)
+    add_sampling_options(parser)
+    add_session_options(parser)
+
+
+@contextmanager
+def session_store() -> Iterator[SessionStore]:
+    """The session store, closed on leaving; a damaged file (moved aside, ``store.problem``) is one warning."""
+    store = SessionStore()
+    try:
+        if store.problem:
+            print(f"ds4spec: warning: {store.problem}", file=sys.stderr)
+        yield store
+    finally:
+        store.close()
+
+
+def session_line(info: SessionInfo) -> str:
+    """``#12  2026-11-21 11:20  How do I reverse a list?  (4 messages)``; the title cannot drive the terminal."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
+    noun = "message" if info.messages == 1 else "messages"
+    return f"#{info.id:<4} {when}  {visible(info.title) or '(untitled)'}  ({info.messages} {noun})"
+
+
+def print_sessions(store: SessionStore) -> None:
+    """``--sessions``: newest first, or a line saying there are none."""
+    sessions = store.sessions()
+    if not sessions:
+        print("no saved sessions")
+    for info in sessions:
+        print(session_line(info))

@@ -1,0 +1,237 @@
+"""Chat sessions kept in SQLite as they happen, shared by ``ds4spec chat`` and ``ds4spec repl``.
+
+The file is ``data_dir()/sessions.sqlite3`` in WAL mode. Every write is committed at once, and an answer is
+committed chunk by chunk (``append``), so a killed process loses nothing that was on the screen. With
+``synchronous=NORMAL`` a commit is a write into the WAL without an fsync: it survives the process being
+killed (the OS holds the data), not a power cut, which is the trade that keeps per-chunk commits cheap.
+
+A file that is not a database or fails SQLite's quick check is not fatal: what can be read of it is copied
+into a fresh file (``ds4spec.faces.shared.salvage``), the damaged file is moved aside, and ``problem`` says so
+in one line. One store may be used from several threads (the chat app writes from a worker thread); a lock
+serialises the calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ds4spec.errors import InputError
+from ds4spec.paths import data_dir
+
+STATUSES = ("done", "streaming", "cancelled", "error")
+SCHEMA_VERSION = 1
+TITLE_CHARS = 60
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY,
+    title TEXT NOT NULL DEFAULT '',
+    system TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    status TEXT NOT NULL,
+    stats TEXT,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, id);
+"""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    role: str  # system, user or assistant
+    content: str
+    status: str  # done, streaming (being written, or the process died while writing), cancelled or error
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: int
+    title: str  # the first line of the first user message, shortened; "" until there is one
+    created: float  # seconds since the epoch
+    updated: float
+    messages: int
+
+
+def default_path() -> Path:
+    return data_dir() / "sessions.sqlite3"
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")  # the first read of the file: a damaged one fails here
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _title(text: str) -> str:
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
+
+
+class SessionStore:
+    def __init__(self, path: Path | None = None) -> None:
+        from ds4spec.faces.shared.salvage import open_or_salvage  # salvage needs this module's schema
+
+        self.path = Path(path) if path is not None else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn, self.problem = open_or_salvage(self.path)
+
+    # -- sessions ---------------------------------------------------------------------------------------
+
+    def new_session(self, system: str | None = None) -> int:
+        now = time.time()
+        cur = self._write(("INSERT INTO sessions (system, created, updated) VALUES (?, ?, ?)", (system, now, now)))
+        return int(cur.lastrowid or 0)
+
+    def sessions(self) -> list[SessionInfo]:
+        """Sessions with at least one message, most recently updated first (empty ones are never listed)."""
+        rows = self._read(
+            "SELECT s.id, s.title, s.created, s.updated, COUNT(m.id) FROM sessions s "
+            "JOIN messages m ON m.session_id = s.id GROUP BY s.id ORDER BY s.updated DESC, s.id DESC"
+        )
+        return [SessionInfo(*row) for row in rows]
+
+    def latest(self) -> int | None:
+        listed = self.sessions()
+        return listed[0].id if listed else None
+
+    def exists(self, session_id: int) -> bool:
+        return bool(self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
+
+    def system(self, session_id: int) -> str | None:
+        rows = self._read("SELECT system FROM sessions WHERE id = ?", (session_id,))
+        return rows[0][0] if rows else None
+
+    def set_system(self, session_id: int, text: str | None) -> None:
+        self._write(("UPDATE sessions SET system = ?, updated = ? WHERE id = ?",
+                     (text or None, time.time(), session_id)))
+
+    def clear(self, session_id: int) -> None:
+        """Forgets the session's messages; the session and its system prompt stay."""
+        self._write(
+            ("DELETE FROM messages WHERE session_id = ?", (session_id,)),
+            ("UPDATE sessions SET title = '', updated = ? WHERE id = ?", (time.time(), session_id)),
+        )
+
+    # -- messages ---------------------------------------------------------------------------------------
+
+    def messages(self, session_id: int) -> list[StoredMessage]:
+        rows = self._read("SELECT id, role, content, status FROM messages WHERE session_id = ? ORDER BY id",
+                          (session_id,))
+        return [StoredMessage(*row) for row in rows]
+
+    def add_message(self, session_id: int, role: str, content: str, status: str = "done") -> int:
+        _check_status(status)
+        now = time.time()
+        cur = self._write(
+            ("INSERT INTO messages (session_id, role, content, status, created) VALUES (?, ?, ?, ?, ?)",
+             (session_id, role, content, status, now)),
+            ("UPDATE sessions SET title = ? WHERE id = ? AND title = '' AND ?",
+             (_title(content), session_id, role == "user")),
+            ("UPDATE sessions SET updated = ? WHERE id = ?", (now, session_id)),
+        )
+        return int(cur.lastrowid or 0)
+
+    def append(self, message_id: int, text: str) -> None:
+        """Adds ``text`` to a message and commits it before returning: a kill right after loses nothing."""
+        self._write(("UPDATE messages SET content = content || ? WHERE id = ?", (text, message_id)))
+
+    def set_status(self, message_id: int, status: str, stats: dict[str, Any] | None = None) -> None:
+        _check_status(status)
+        data = None if stats is None else json.dumps(stats)
+        self._write(
+            ("UPDATE messages SET status = ?, stats = COALESCE(?, stats) WHERE id = ?", (status, data, message_id)),
+            ("UPDATE sessions SET updated = ? WHERE id = (SELECT session_id FROM messages WHERE id = ?)",
+             (time.time(), message_id)),
+        )
+
+    def stats(self, session_id: int) -> list[dict[str, Any]]:
+        """The statistics stored with the session's answers, oldest first (answers without any are skipped)."""
+        rows = self._read("SELECT stats FROM messages WHERE session_id = ? AND stats IS NOT NULL ORDER BY id",
+                          (session_id,))
+        return [json.loads(row[0]) for row in rows]
+
+    def settle(self, session_id: int) -> None:
+        """Marks answers left ``streaming`` by a process that died as ``cancelled``: what was stored stays."""
+        self._write(("UPDATE messages SET status = 'cancelled' WHERE session_id = ? AND status = 'streaming'",
+                     (session_id,)))
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- plumbing ---------------------------------------------------------------------------------------
+
+    def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> sqlite3.Cursor:
+        """Runs ``statements`` as one committed transaction; returns the first statement's cursor."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                cursors = [self._conn.execute(sql, params) for sql, params in statements]
+                self._conn.execute("COMMIT")
+            except BaseException:
+                # A Ctrl-C can land just after BEGIN returns; a transaction left open fails every later write.
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+        return cursors[0]
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+
+def _check_status(status: str) -> None:
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    conn.executescript(_SCHEMA)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+LATEST = 0  # ``--resume`` without an ID (session IDs start at 1)
+
+
+def add_session_options(parser: argparse.ArgumentParser) -> None:
+    """``--resume [ID]`` and ``--sessions``, shared by ``chat`` and ``repl``."""
+    g = parser.add_argument_group("sessions")
+    g.add_argument("--resume", nargs="?", const=LATEST, type=int, metavar="ID",
+                   help="reopen session ID (without ID: the most recent one)")
+    g.add_argument("--sessions", action="store_true", help="list the stored sessions, newest first, and exit")
+
+
+def session_to_resume(store: SessionStore, resume: int | None, command: str) -> int | None:
+    """The session to open: None for a new one, the latest for ``--resume`` alone, else the one named."""
+    if resume is None:
+        return None
+    if resume == LATEST:
+        latest = store.latest()
+        if latest is None:
+            raise InputError(f"there is no stored session to resume yet; start one with `ds4spec {command}`")
+        return latest
+    if not store.exists(resume):
+        raise InputError(f"there is no session {resume}; `ds4spec {command} --sessions` lists them")
+    return resume

@@ -1,0 +1,88 @@
+"""What a drafted token costs each model source of a drafter, measured when the drafter is loaded, and which
+sources could pay on this target at all.
+
+Why: a policy learns a source's cost by drafting with it, and that first draft is not free. On the project's
+2-core CPU a SmolLM2-135M draft costs about 12 ms a token against a 31 ms step of the 1.5B target, and a
+verify pass over 2 tokens already costs 1.8 steps: that drafter cannot beat plain decoding even at 90%
+acceptance. Learning so online cost 15% of HumanEval's 26-token answers (the one exploratory draft read the prompt).
+Measured here instead, on a short text while the target is idle, a source that could not beat a plain step
+even at 90% acceptance and with nothing but its forward passes charged (a lower bound) is never asked.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ds4spec.core.drafting import DraftContext, Drafter
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.policy.gate import could_pay_on
+from ds4spec.policy.profile import VerifyProfile
+
+log = logging.getLogger(__name__)
+
+SAMPLE = (b"def total_price(items):\n    \"\"\"The sum of price times count over items.\"\"\"\n"
+          b"    result = 0\n    for item in items:\n        result += item.price * item.count\n")
+# Text committed between the timed drafts: one or two tokens each, as a cycle commits.
+COMMITS = (b"    return", b" result", b"\n\n\n", b"def", b" mean", b"(values", b"):\n")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCost:
+    """A drafter source and its measured seconds per drafted token (None: not measured, or nothing to measure)."""
+
+    source: str
+    seconds_per_token: float | None
+    affordable: bool
+
+
+def seconds_per_token(drafter: Drafter, source: str) -> float | None:
+    """The fastest of several drafts of one token from ``source``, each after a commit of a token or two: a
+    model's forward pass over the committed text (what every drafted token costs at least). None when the
+    source offered nothing to time."""
+    drafter.begin(DraftContext(text=SAMPLE))
+    drafter.prepare(source)  # reading the text is timed by nobody: a generation pays it once
+    best: float | None = None
+    for piece in COMMITS:
+        start = time.perf_counter()
+        drafter.extend(piece)
+        draft = drafter.propose_from(source, 1)
+        elapsed = time.perf_counter() - start
+        if draft.text:
+            best = elapsed if best is None else min(best, elapsed)
+    return best
+
+
+def source_costs(drafter: GuardedDrafter, profile: VerifyProfile, draft_max: int) -> list[SourceCost]:
+    """Each of ``drafter``'s sources, its cost and whether it could pay. Lookup needs no model and costs
+    nothing; without a measured profile there is no plain step to compare with, and every source may try."""
+    costs: list[SourceCost] = []
+    for source in drafter.sources:
+        if source == "lookup" or not profile.measured:
+            costs.append(SourceCost(source, None, True))
+            continue
+        seconds = drafter.call_alone(lambda inner, s=source: seconds_per_token(inner, s))
+        if not isinstance(seconds, float):  # it failed, hung or had nothing: the policy learns online
+            costs.append(SourceCost(source, None, True))
+            continue
+        affordable = could_pay_on(profile, seconds / profile.spans[1], draft_max)
+        if not affordable:
+            log.info("%s: %s drafts cost %.1f ms a token against a %.1f ms target step; not asked",
+                     drafter.name, source, seconds * 1000, profile.spans[1] * 1000)
+        costs.append(SourceCost(source, seconds, affordable))
+    return costs
+
+
+def unasked_note(drafter_name: str, costs: Sequence[SourceCost], profile: VerifyProfile) -> str | None:
+    """One line telling the user that their drafter's model is measured too slow to be asked, or None."""
+    slow = [c for c in costs if not c.affordable and c.seconds_per_token is not None]
+    if not slow or not profile.measured:
+        return None
+    left = "text lookup only" if any(c.affordable and c.source == "lookup" for c in costs) else "no drafts"
+    names = ", ".join(f"{c.source} at {c.seconds_per_token * 1000:.1f} ms a token" for c in slow
+                      if c.seconds_per_token is not None)
+    return (f"{drafter_name} drafts too slowly to pay here ({names}, against a {profile.spans[1] * 1000:.1f} ms "
+            f"target step): speculating with {left}; --no-cost-check asks it anyway")
+

@@ -1,0 +1,286 @@
+"""How far to draft: measured cycle costs and acceptance, turned into the draft length with the best rate.
+
+A verify pass over several tokens costs more than one plain step on a CPU (measured on this project's
+2-core machines with Qwen2.5-Coder-1.5B Q4_K_M: spans of 2, 4, 8, 16 and 64 tokens cost 1.8, 3.4, 7.5, 8.8
+and 26.5 plain steps; ``ds4spec.policy.profile``), and a model drafter costs time too, so a draft pays only
+when enough of it is accepted.
+
+The gate measures the wall time of whole cycles for each draft length k (drafting, aligning, verifying,
+rolling back and bookkeeping: everything a cycle costs), and ``alpha``, the probability that a drafted
+token is accepted given the ones before it were. A draft of k tokens then yields ``E(k) = 1 + alpha + ...
++ alpha^k`` committed tokens per cycle (the accepted ones plus the target's own), so the expected rate is
+``E(k) / cycle_cost(k)``; k = 0 is a plain step, ``E(0) = 1``. The policy measures a plain step first,
+then a draft of one token. With the machine's measured verify profile it then knows every length's cost
+and drafts the best one; without, it climbs to the next longer length only while the longest one tried is
+the best. It stops drafting where no length beats a plain step, and probes again now and then (with
+back-off) so that it notices when the drafter becomes useful.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from bisect import bisect_left, insort
+from collections.abc import Iterable
+
+from ds4spec.core.drafting import DraftContext
+from ds4spec.policy.profile import VerifyProfile
+
+EMA = 0.25  # weight of a new measurement
+OUTLIER = 3.0  # a measurement above this many times the estimate counts as this many (a scheduler stall)
+PLAIN_REFRESH = 64  # cycles between plain steps at most, so that a plain step's cost never goes stale
+# Before a length is measured, and without a measured VerifyProfile, assume each drafted token adds this many plain
+# steps to a cycle (the measured verify cost alone is 0.6 to 1.0 per token on a 2-core CPU; a GPU corrects it).
+PRIOR_COST_PER_DRAFTED_TOKEN = 0.5
+OPTIMISTIC_ALPHA = 0.9  # the acceptance a drafter is given the benefit of when deciding whether to try it at all
+# A new prompt may be another kind of text: what earlier generations taught of acceptance weighs this many drafts
+# at most. Measured: after the edit workload (alpha 0.97), the gate with lookup spent 17 drafts of 7 tokens, none
+# accepted, on the first prose answer (0.49x); triggers, after HumanEval, left lookup out of the edits' code lines.
+CARRIED_TRIALS = 6.0
+
+
+def _ema(old: float | None, new: float) -> float:
+    return new if old is None else (1 - EMA) * old + EMA * min(new, OUTLIER * old)
+
+
+class CycleCosts:
+    """Seconds per cycle for each draft length, as measured; estimated for lengths not yet seen.
+
+    A measured length costs what it was measured to cost (under the current context length, with this
+    drafter). Other lengths are estimated from the nearest measured ones: with a measured
+    :class:`VerifyProfile`, along the profile's curve (on a CPU it jumps at 8 tokens and dips at 16, which
+    a few measured lengths cannot show); without one, by interpolation, or with a prior cost per token.
+    """
+
+    def __init__(self, profile: VerifyProfile | None = None) -> None:
+        self.profile = profile or VerifyProfile.prior()
+        self._seconds: dict[int, float] = {}
+        self._known: list[int] = []  # sorted keys of _seconds
+        self._since_plain = 0
+        self._ratios: dict[int, float] = {}
+        self._drafts_seen = 0  # measurements of drafting cycles
+
+    def observe(self, k: int, seconds: float) -> None:
+        if k not in self._seconds:
+            insort(self._known, k)
+        self._seconds[k] = _ema(self._seconds.get(k), seconds)
+        self._since_plain = 0 if k == 0 else self._since_plain + 1
+        self._drafts_seen += k > 0
+
+    def ranked_lengths(self, draft_max: int) -> list[int]:
+        """The lengths worth comparing (each cycle compares them all, so not every one up to ``draft_max``): the
+        candidates, the lengths whose span the profile measured (its cheap block sizes), and measured ones."""
+        spans = (n - 1 for n in self.profile.spans if 1 <= n - 1 <= draft_max) if self.profile.measured else ()
+        measured = (k for k in self._known if 0 < k <= draft_max)
+        return sorted({*candidate_lengths(draft_max), *spans, *measured})
+
+    def plain_is_stale(self) -> bool:
+        """Whether a plain step is due: every cost is judged against it, and a stall measured once would
+        otherwise make drafting look cheap for as long as the gate keeps drafting."""
+        return self._since_plain >= PLAIN_REFRESH
+
+    def measured(self, k: int) -> bool:
+        return k in self._seconds
+
+    def measured_lengths(self) -> list[int]:
+        return list(self._known)
+
+    def plain_step(self) -> float | None:
+        return self._seconds.get(0)
+
+    @property
+    def drafts_measured(self) -> bool:
+        return self._drafts_seen > 0
+
+    def cost(self, k: int) -> float:
+        if k in self._seconds:
+            return self._seconds[k]
+        i = bisect_left(self._known, k)
+        below, above = self._known[:i], self._known[i:]
+        step = self._seconds.get(0, 1.0)
+        if self.profile.measured:
+            return self._along_profile(k, below[-1] if below else None, above[0] if above else None)
+        if below and above:  # interpolate between the nearest measured lengths
+            a, b = below[-1], above[0]
+            return self._seconds[a] + (self._seconds[b] - self._seconds[a]) * (k - a) / (b - a)
+        if below:
+            return self._seconds[below[-1]] + PRIOR_COST_PER_DRAFTED_TOKEN * step * (k - below[-1])
+        return step * (1 + PRIOR_COST_PER_DRAFTED_TOKEN * k)
+
+    def _along_profile(self, k: int, below: int | None, above: int | None) -> float:
+        """The profile's shape, scaled to the measured lengths on either side (weighted by closeness)."""
+        ratio = self._ratio
+        estimates = [(n, self._seconds[n] * ratio(k) / ratio(n)) for n in (below, above) if n is not None]
+        if not estimates:
+            return ratio(k)
+        if len(estimates) == 1:
+            return estimates[0][1]
+        (a, from_a), (b, from_b) = estimates
+        return from_a + (from_b - from_a) * (k - a) / (b - a)
+
+    def _ratio(self, k: int) -> float:
+        if k not in self._ratios:
+            self._ratios[k] = self.profile.ratio(k)
+        return self._ratios[k]
+
+
+def could_pay_on(profile: VerifyProfile, draft_cost: float, draft_max: int, alpha: float = OPTIMISTIC_ALPHA) -> bool:
+    """Whether drafting at ``draft_cost`` plain steps per drafted token could beat plain decoding at acceptance
+    ``alpha`` on ``profile``, charging only the verify pass and the drafting (an upper bound on the rate: a
+    source that fails this is not worth a try). On the measured 2-core CPU profile a free drafter passes (a
+    pass over 2 tokens costs 1.8 steps and yields 1.9 at 90%); one at 0.1 steps a token or more does not."""
+    lengths = {*candidate_lengths(draft_max), *(n - 1 for n in profile.spans if 1 <= n - 1 <= draft_max)}
+    return any(expected_tokens(alpha, k) > profile.ratio(k) + draft_cost * k for k in lengths)
+
+
+def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int]) -> tuple[int, float]:
+    """Among ``lengths``, the one with the best expected rate ``E(k) / cost(k)`` (the shorter on a tie), and
+    that rate; ``(0, 0.0)`` when ``lengths`` is empty."""
+    best, best_rate = 0, 0.0
+    for k in lengths:
+        rate = expected_tokens(alpha, k) / costs.cost(k)
+        if rate > best_rate:
+            best, best_rate = k, rate
+    return best, best_rate
+
+
+class AcceptanceModel:
+    """alpha, the per-token acceptance probability, with a weak prior and a slow decay toward recent data."""
+
+    DECAY = 0.97
+
+    def __init__(self, prior: float = 0.5, weight: float = 2.0) -> None:
+        self._accepted = prior * weight
+        self._trials = weight
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        if drafted == 0:
+            return
+        self._accepted = self._accepted * self.DECAY + accepted
+        # Each accepted token was a success; a rejection ends the run and counts as one failure.
+        self._trials = self._trials * self.DECAY + accepted + (1 if accepted < drafted else 0)
+
+    @property
+    def alpha(self) -> float:
+        return min(self._accepted / self._trials, 0.999)
+
+    def carry_over(self, weight: float) -> None:
+        """Keeps alpha but lets it weigh at most ``weight`` trials, so that new evidence moves it quickly."""
+        if self._trials > weight:
+            scale = weight / self._trials
+            self._accepted *= scale
+            self._trials = weight
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """Committed tokens per cycle for a draft of k tokens: accepted ones plus the target's own."""
+    return float(k + 1) if alpha >= 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def candidate_lengths(draft_max: int) -> list[int]:
+    """The lengths worth telling apart: 1, 2, 3, 4, 6, 8, 12, 16, ... up to draft_max."""
+    out = [k for k in (1, 2, 3, 4, 6) if k <= draft_max]
+    k = 8
+    while k <= draft_max:
+        out += [k, k + k // 2] if k + k // 2 <= draft_max else [k]
+        k *= 2
+    if draft_max > 0 and draft_max not in out:
+        out.append(draft_max)
+    return sorted(set(out))
+
+
+class DraftPolicy(ABC):
+    """Decides the draft length of each cycle (and which drafter source to ask) and learns from its outcome.
+
+    Like a drafter, a policy may follow the committed text (``begin``/``extend``); ``event`` names the
+    syntax event behind its last decision ("" when it does not look at syntax) and ``source`` the drafter
+    source it asks for: ``any`` (the drafter decides), ``lookup`` or ``model`` (a hybrid drafter's halves).
+    """
+
+    draft_max: int
+    event: str = ""
+    source: str = "any"
+
+    def begin(self, context: DraftContext) -> None:  # noqa: B027 - optional: most policies ignore the text
+        """A generation starts from ``context``."""
+
+    def extend(self, committed: bytes) -> None:  # noqa: B027
+        """Bytes the target committed."""
+
+    @abstractmethod
+    def draft_length(self) -> int:
+        """Target tokens to draft this cycle; 0 means a plain step."""
+
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,  # noqa: B027
+                source: str = "") -> None:
+        """The outcome of a cycle: ``requested`` tokens asked for, ``drafted`` of them aligned and verified,
+        ``accepted`` kept; ``cycle_seconds`` is its whole wall time; ``source`` is where the draft came from
+        (``model``, ``lookup``, or ``none`` when the drafter had nothing)."""
+
+
+class FixedLength(DraftPolicy):
+    """Always the same length (benchmark sweeps, ``bench --fixed``)."""
+
+    def __init__(self, draft_max: int) -> None:
+        self.draft_max = draft_max
+
+    def draft_length(self) -> int:
+        return self.draft_max
+
+
+class GatedPolicy(DraftPolicy):
+    """The length with the best expected rate, 0 where drafting does not pay (module docstring)."""
+
+    FIRST_PROBE_AFTER = 8
+    MAX_PROBE_INTERVAL = 256
+
+    def __init__(self, draft_max: int, costs: CycleCosts | None = None, acceptance: AcceptanceModel | None = None,
+                 source: str = "any") -> None:
+        self.draft_max = draft_max
+        self.source = source  # a hybrid drafter whose model cannot pay here is asked for lookup only
+        self.costs = costs or CycleCosts()
+        self.acceptance = acceptance or AcceptanceModel()
+        self.candidates = candidate_lengths(draft_max)
+        self._idle = 0
+        self._probe_after = self.FIRST_PROBE_AFTER
+
+    def begin(self, context: DraftContext) -> None:
+        self.acceptance.carry_over(CARRIED_TRIALS)
+
+    def expected_rate(self, k: int) -> float:
+        return expected_tokens(self.acceptance.alpha, k) / self.costs.cost(k)
+
+    def draft_length(self) -> int:
+        if not self.costs.measured(0):
+            return 0  # the first cycle measures a plain step: the yardstick for everything else
+        if self.costs.plain_is_stale():
+            return 0
+        measured = [k for k in self.candidates if self.costs.measured(k)]
+        if not measured:
+            return self.candidates[0] if self.candidates else 0
+        if self.costs.profile.measured:  # every length's cost is known well enough: no need to climb
+            k, rate = best_length(self.costs, self.acceptance.alpha, self.costs.ranked_lengths(self.draft_max))
+            best = k if rate > self.expected_rate(0) else 0
+        else:
+            best = max([0, *measured], key=lambda k: (self.expected_rate(k), -k))
+        if best > 0:
+            self._idle = 0
+            self._probe_after = self.FIRST_PROBE_AFTER  # drafting pays again: the next lull is watched closely
+            # Climb: while the longest length tried is the best, try the next longer one (once).
+            longer = [k for k in self.candidates if k > best and not self.costs.measured(k)]
+            if best == measured[-1] and longer and not self.costs.profile.measured:
+                return longer[0]
+            return best
+        self._idle += 1
+        if self._idle >= self._probe_after:
+            self._idle = 0
+            self._probe_after = min(self._probe_after * 2, self.MAX_PROBE_INTERVAL)
+            return self.candidates[0]
+        return 0
+
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
+                source: str = "") -> None:
+        # A cycle costs what its verify pass over the drafted tokens costs (a draft may come shorter than asked);
+        # one whose drafter had nothing to offer was a plain step (plus a cheap attempt).
+        self.costs.observe(drafted, cycle_seconds)
+        if drafted:
+            self.acceptance.observe(drafted, accepted)

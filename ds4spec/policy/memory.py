@@ -1,0 +1,56 @@
+"""What the policies know about one drafter on one target, kept across generations, and each generation's policy.
+
+An engine holds one per drafter (a new drafter starts afresh), and so does each of ``ds4spec bench``'s modes:
+the bench measures the policy users get. It starts from the target's verify profile and the drafter's
+measured source costs (``ds4spec.policy.costs``): a source that could not pay here is never asked, and with no
+source left every cycle is a plain step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.policy.costs import SourceCost, source_costs
+from ds4spec.policy.gate import AcceptanceModel, CycleCosts, DraftPolicy, FixedLength, GatedPolicy
+from ds4spec.policy.profile import VerifyProfile
+from ds4spec.policy.rules import RuleBook
+from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
+
+
+@dataclass(slots=True)
+class PolicyMemory:
+    profile: VerifyProfile
+    drafter_sources: tuple[str, ...]  # what the drafter offers
+    costs: tuple[SourceCost, ...] = ()  # measured per source; a source not listed may be asked
+    learning: TriggerLearning = field(init=False)  # what triggers learned: per event, per source
+    gate_costs: CycleCosts = field(init=False)  # what the gate learned
+    gate_acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
+
+    def __post_init__(self) -> None:
+        self.learning = TriggerLearning(self.profile)
+        self.gate_costs = CycleCosts(self.profile)
+
+    @classmethod
+    def measure(cls, drafter: GuardedDrafter, profile: VerifyProfile, draft_max: int, *,
+                check: bool = True) -> PolicyMemory:
+        """A fresh memory for ``drafter``, its sources' costs measured now (a fraction of a second for a small
+        model; the target must be idle); with ``check`` off, nothing is measured and every source may be asked."""
+        costs = tuple(source_costs(drafter, profile, draft_max)) if check else ()
+        return cls(profile, drafter.sources, costs)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The drafter's sources worth asking."""
+        unaffordable = {c.source for c in self.costs if not c.affordable}
+        return tuple(s for s in self.drafter_sources if s not in unaffordable)
+
+    def policy(self, rules: RuleBook | None, language: str | None, draft_max: int) -> DraftPolicy:
+        """Triggers for ``language`` with ``rules``, else the gate; both learn across generations."""
+        sources = self.sources
+        if not sources:
+            return FixedLength(0)
+        if rules is not None:
+            return TriggerPolicy(rules, language, draft_max, sources, self.learning)
+        source = "any" if sources == self.drafter_sources else sources[0]
+        return GatedPolicy(draft_max, self.gate_costs, self.gate_acceptance, source=source)

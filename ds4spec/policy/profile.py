@@ -1,0 +1,155 @@
+"""What a verify pass over n tokens costs on this machine, relative to one plain decoding step.
+
+Why: the gate and the triggers choose a draft length by ``E(k) / cost(k)``, and a guess at ``cost(k)`` is
+badly wrong on a CPU. Measured on the project's 2-core machines with Qwen2.5-Coder-1.5B Q4_K_M, a span of
+n tokens costs 1.8, 3.4, 7.5, 8.8, 15 and 26.5 plain steps for n = 2, 4, 8, 16, 32 and 64: nearly linear
+up to 7 tokens, a jump at 8, and a dip at 16 (the batched kernels work in blocks). So the curve is measured
+once per model and machine, on the real target, and kept in ``<data dir>/verify-costs.json``; a policy
+then scales it by the plain step it measures online. A GPU's curve is flat, and the same code drafts far.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from bisect import bisect_left
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ds4spec.paths import data_dir
+
+if TYPE_CHECKING:
+    from ds4spec.backend.target import LlamaTarget
+
+SPANS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # span lengths measured: a pending token + up to 63 drafted
+PREFIX_TOKENS = 64  # context the spans are measured after (attention over an empty context is too cheap)
+REPEATS = 2  # the faster of two runs: a scheduler stall must not enter the curve
+# Without a measured curve: each drafted token adds this many plain steps (the measured CPU slope is 0.6 to 1.0;
+# too low a guess makes the first drafts cost more than they return).
+PRIOR_COST_PER_DRAFTED_TOKEN = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyProfile:
+    """``ratio(k)``: the cost of a verify pass over a pending token and k drafted ones, in plain steps."""
+
+    spans: Mapping[int, float]  # span length n -> seconds (or any unit: only ratios to n = 1 are used)
+    source: str = "prior"  # "measured", "cached" or "prior"
+
+    @property
+    def measured(self) -> bool:
+        return self.source != "prior"
+
+    @classmethod
+    def prior(cls) -> VerifyProfile:
+        return cls({1: 1.0, 65: 1.0 + 64 * PRIOR_COST_PER_DRAFTED_TOKEN}, "prior")
+
+    def seconds(self, k: int) -> float:
+        """A verify pass over a pending token and ``k`` drafted ones (span ``k + 1``), in the profile's unit;
+        interpolated between measured spans, extended with the slope of the last two beyond the longest."""
+        n = k + 1
+        if n in self.spans:
+            return self.spans[n]
+        lengths = sorted(self.spans)
+        i = bisect_left(lengths, n)
+        if i == 0:
+            return self.spans[lengths[0]]
+        a, b = (lengths[-2], lengths[-1]) if i == len(lengths) else (lengths[i - 1], lengths[i])
+        slope = (self.spans[b] - self.spans[a]) / (b - a)
+        return max(self.spans[a] + slope * (n - a), self.spans[a])
+
+    def ratio(self, k: int) -> float:
+        """Plain steps per verify pass of ``k`` drafted tokens."""
+        return self.seconds(k) / self.spans[1]
+
+    def best_case_gain(self, k: int, draft_cost: float = 0.0) -> float:
+        """Tokens per plain step when all ``k`` drafted tokens are accepted and each costs ``draft_cost`` steps."""
+        return (k + 1) / (self.ratio(k) + draft_cost * k)
+
+
+def measure(target: LlamaTarget, spans: tuple[int, ...] = SPANS) -> VerifyProfile:
+    """Times verify passes over ``spans`` on ``target`` (an idle one: its context is cleared before and after)."""
+    room = min(target.n_batch, target.n_ctx - PREFIX_TOKENS - 1)
+    usable = tuple(n for n in spans if n <= room)
+    if not usable or usable[0] != 1:
+        return VerifyProfile.prior()
+    tok = target.tokenizer
+    line = tok.tokenize(b"def measure(x):\n    return [x * i for i in range(10)]  # a line of code\n")
+    tokens = line * (1 + (PREFIX_TOKENS + usable[-1]) // max(len(line), 1))
+    target.reset()
+    try:
+        target.eval_prompt(tokens[:PREFIX_TOKENS])
+        target.eval_span(tokens[PREFIX_TOKENS : PREFIX_TOKENS + 2])  # the first batched pass sets buffers up
+        target.rollback(PREFIX_TOKENS)
+        best: dict[int, float] = {}
+        for _ in range(REPEATS):
+            for n in usable:
+                start = time.perf_counter()
+                target.eval_span(tokens[PREFIX_TOKENS : PREFIX_TOKENS + n])
+                best[n] = min(best.get(n, float("inf")), time.perf_counter() - start)
+                target.rollback(PREFIX_TOKENS)
+    finally:
+        target.reset()
+    return VerifyProfile(best, "measured")
+
+
+def fingerprint(target: LlamaTarget) -> str:
+    """What the curve depends on: the model file, threads, offload, the llama.cpp build and the machine."""
+    import llama_cpp
+
+    from ds4spec.backend.runtime import system_info
+
+    st = target.path.stat()
+    # system_info names the kernels the build has (AVX2 only, AVX-512, ...): one CPU can run either build.
+    parts = (str(target.path.resolve()), st.st_size, st.st_mtime_ns, target.n_threads, target.n_gpu_layers,
+             target.n_batch, llama_cpp.__version__, system_info(), platform.machine(), platform.processor(),
+             os.cpu_count(), _cpu_model())
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+def cache_file() -> Path:
+    return data_dir() / "verify-costs.json"
+
+
+def profile_for(target: LlamaTarget, *, announce: bool = True) -> VerifyProfile:
+    """The cached curve for this target and machine, or a fresh measurement (about 6 s on a 2-core CPU for a
+    1.5B model, once), saved for next time. A cache that cannot be read or written only costs a measurement."""
+    key = fingerprint(target)
+    path = cache_file()
+    cache: dict[str, dict[str, float]] = {}
+    with contextlib.suppress(OSError, ValueError):
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict):
+            cache = loaded
+    entry = cache.get(key)
+    if isinstance(entry, dict):
+        with contextlib.suppress(ValueError, TypeError):
+            spans = {int(n): float(s) for n, s in entry.items()}
+            if spans.get(1, 0) > 0:
+                return VerifyProfile(spans, "cached")
+    if announce and sys.stderr.isatty():  # a pause on first use is explained; a script's stderr stays clean
+        print(f"ds4spec: measuring verify costs of {target.name} on this machine (once)", file=sys.stderr)
+    profile = measure(target)
+    if profile.source == "measured":
+        cache[key] = {str(n): s for n, s in profile.spans.items()}
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(cache, indent=1), encoding="utf-8")
+            tmp.replace(path)
+    return profile

@@ -1,0 +1,190 @@
+"""Where the text being written stands: prose or a fenced code block, and the syntax event at its end.
+
+The tracker follows the committed text incrementally, as a drafter does: it keeps a bounded tail and the
+state of code fences (updated line by line as lines complete), and classifies the end of the text with the
+family's pygments lexer run over the tail only. A cycle therefore costs the same at byte 500 and at byte
+500,000. Events are those of ``ds4spec.policy.rules.EVENTS``.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from pygments.lexer import Lexer
+from pygments.lexers import get_lexer_by_name
+from pygments.token import Comment, Keyword, String, Token, _TokenType
+
+from ds4spec.policy.rules import Family, RuleBook
+
+TAIL_BYTES = 512  # the current statement and a few lines around it; lexing costs ~2.5 us per byte
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+$")
+_ASSIGN = re.compile(r"(?<![=!<>])(?:[-+*/%&|^@]|//|\*\*|<<|>>|:|\?\?)?=\s*$")
+_SENTENCE_END = re.compile(r"[.!?:]\s+$")
+_OPEN = "([{"
+_CLOSE = ")]}"
+_OPERATORS = set("+-*/%<>&|^!~?,.:;@\\")
+_CLOSING_WORDS = {"end", "fi", "done", "esac", "endif", "endfor", "endwhile"}
+_QUOTES = {'"', "'", "`", '"""', "'''"}
+
+
+@lru_cache(maxsize=32)
+def _lexer(name: str) -> Lexer:
+    # ensurenl off: the lexer must see the text as it ends, not with an added newline.
+    return get_lexer_by_name(name, ensurenl=False, stripnl=False, stripall=False)
+
+
+class SyntaxTracker:
+    """Follows committed text; ``event()`` names the family and syntax event at its end."""
+
+    def __init__(self, book: RuleBook, language: str | None) -> None:
+        self.book = book
+        self.family = book.family(language)
+        self.begin(b"")
+
+    def begin(self, text: bytes) -> None:
+        """Starts from ``text`` (the prompt of a completion; nothing for a chat answer)."""
+        self._tail = b""
+        self._line = b""  # the current, incomplete line
+        self._total = 0
+        self._fence: tuple[str, Family] | None = None  # the open fence's marker and its language family
+        self._body_start = 0  # absolute offset where the open fence's body begins
+        self.extend(text)
+
+    def extend(self, committed: bytes) -> None:
+        start = self._total - len(self._line)  # absolute offset of the current line
+        self._total += len(committed)
+        self._tail = (self._tail + committed)[-TAIL_BYTES:]
+        if not self.family.prose:
+            return  # fences matter only in markdown-like text
+        *complete, self._line = (self._line + committed).split(b"\n")
+        for line in complete:
+            start += len(line) + 1
+            self._toggle_fence(line, body_start=start)
+
+    def _toggle_fence(self, line: bytes, body_start: int) -> None:
+        match = _FENCE.match(line[:200].decode("utf-8", "replace"))
+        if not match:
+            return
+        marker, tag = match.groups()
+        if self._fence is None:
+            self._fence = (marker, self.book.family(tag) if tag else self.book.family("default"))
+            self._body_start = body_start
+        elif marker[0] == self._fence[0][0] and len(marker) >= len(self._fence[0]) and not tag:
+            self._fence = None
+
+    @property
+    def in_code(self) -> bool:
+        return not self.family.prose or self._fence is not None
+
+    def event(self) -> tuple[Family, str]:
+        """The family in force (a fence's language inside a fence) and the event at the end of the text."""
+        if self.family.prose and self._fence is None:
+            return self.family, self._prose_event()
+        family = self._fence[1] if self._fence else self.family
+        if self._fence and self._total == self._body_start:
+            return family, "fence_open"
+        start = max(self._total - len(self._tail), self._body_start if self._fence else 0)
+        text = self._tail[start - (self._total - len(self._tail)):]
+        return family, code_event(family, _from_line_start(text))
+
+    def _prose_event(self) -> str:
+        text = self._tail.decode("utf-8", "ignore")
+        line = text.rsplit("\n", 1)[-1]
+        if _BULLET.match(line):
+            return "bullet"
+        if not text or (not line.strip() and "\n" in text):
+            return "sentence" if text.endswith("\n\n") or not text else "newline"
+        return "sentence" if _SENTENCE_END.search(text) else "prose"
+
+
+def _from_line_start(text: bytes) -> str:
+    """The tail from its first whole line, so the lexer does not start inside a token."""
+    cut = text.find(b"\n")
+    if len(text) >= TAIL_BYTES and cut >= 0:
+        text = text[cut + 1:]
+    return text.decode("utf-8", "ignore")
+
+
+def _last_tokens(family: Family, text: str) -> list[tuple[_TokenType, str]]:
+    # Many lexers end a line comment only at a newline (``//.*?\n``): lex with one, then cut it off again.
+    end = len(text)
+    lexed = text if text.endswith("\n") else text + "\n"
+    tokens = [(t, v[: end - i]) for i, t, v in _lexer(family.lexer).get_tokens_unprocessed(lexed) if i < end and v]
+    return tokens[-12:]
+
+
+def code_event(family: Family, text: str) -> str:
+    """The syntax event at the end of ``text``, which is code of ``family``."""
+    if not text:
+        return "newline"
+    tokens = _last_tokens(family, text)
+    if tokens:
+        kind, value = tokens[-1]
+        inside = _inside_literal(tokens, kind, value)
+        if inside:
+            return inside
+    for opener, closer in (("/*", "*/"), ("<!--", "-->")):
+        # An open block comment (some lexers flag its text as errors): one where the family's lexer reads a
+        # comment once it is closed, not a shell glob such as ``cp build/* dist/``.
+        if text.rfind(opener) > text.rfind(closer):
+            closed = _last_tokens(family, text + closer)
+            if closed and closed[-1][0] in Comment:
+                return "comment"
+    line = text.rsplit("\n", 1)[-1]
+    if _BULLET.match(line) and line.strip() in ("-", "*"):
+        return "bullet"
+    if "\n" in text and not line.strip():
+        return "newline"
+    stripped = text.rstrip()
+    last = stripped[-1:] if stripped else ""
+    word = re.search(r"(\w+)\s*$", stripped)
+    if word and text[-1].isspace() and word.group(1) in family.keywords:
+        return "keyword"
+    if word and word.group(1) in _CLOSING_WORDS and tokens and tokens[-1][0] in Keyword:
+        return "block_close"
+    if last in _OPEN:
+        return "open_bracket"
+    if last in _CLOSE:
+        return "block_close"
+    if _ASSIGN.search(stripped + " "):
+        return "assignment"
+    if last in _OPERATORS or last == "=":
+        return "operator"
+    return "code"
+
+
+def _inside_literal(tokens: list[tuple[_TokenType, str]], kind: _TokenType, value: str) -> str | None:
+    """docstring, comment or string when the text ends inside one; None when it ends after one."""
+    if kind in Comment and kind not in Comment.Preproc and kind not in Comment.PreprocFile:
+        # A single-line comment ends at the newline: a trailing newline token is not a comment token.
+        return "comment"
+    if kind in String:
+        opening = _string_opening(tokens)
+        if opening is None:
+            return None  # the literal is complete
+        return "docstring" if kind in String.Doc or opening.startswith(('"""', "'''")) else "string"
+    for k, v in reversed(tokens):  # an unterminated quote some lexers flag as an error, then lex on as code
+        if k in Token.Error and v[:1] in "\"'`":
+            return "string"
+        if "\n" in v:
+            break
+    return None
+
+
+def _string_opening(tokens: list[tuple[_TokenType, str]]) -> str | None:
+    """The opening token of the string literal the tokens end in, or None when that literal is closed."""
+    run: list[str] = []
+    for kind, value in reversed(tokens):
+        if kind not in String:
+            break
+        run.append(value)
+    run.reverse()
+    first, last = run[0].strip(), run[-1].strip()
+    quote = next((q for q in ('"""', "'''", '"', "'", "`") if first.startswith(q)), None)
+    if quote is None:
+        return first  # a prefix such as f or r, or a lexer that splits differently: call it open
+    body = "".join(run).strip()
+    closed = len(body) >= 2 * len(quote) and last.endswith(quote) and (len(run) > 1 or len(first) > len(quote))
+    return None if closed else first
