@@ -9,12 +9,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ds4spec.backend.target import LlamaTarget
+from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
 from ds4spec.core.events import CycleReport, Finished
 from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.core.speculative import SpecSettings, generate_speculative
 from ds4spec.drafters.guard import GuardedDrafter
-from ds4spec.policy.gate import DraftPolicy
+from ds4spec.policy.gate import GatedPolicy
 
 
 def stopped_after(asks: int) -> Callable[[], bool]:
@@ -48,7 +49,8 @@ def run_spec(
     if isinstance(context, bytes):
         context = DraftContext(text=context)
     events = list(generate_speculative(target, guarded, request, context,
-                                       SpecSettings(warmup_tokens=warmup), policy=policy))
+                                       SpecSettings(warmup_tokens=warmup),
+                                       policy=policy or GatedPolicy(SpecSettings().draft_max)))
     assert guarded.settle(), "the drafter is still following the text"  # the caller may reuse the drafter
     finished = events[-1]
     assert isinstance(finished, Finished)

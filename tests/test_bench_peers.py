@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.bench.peer_runs import BenchTask, run_peer_groups
 from ds4spec.bench.peers import PEER_KEYS, PeerSetup, parse_peers
 from ds4spec.bench.peers.llama_lookup import _score

@@ -33,7 +33,8 @@ from textual.pilot import Pilot
 from textual.widgets import Markdown, Static
 from tinymodel import build_tiny_gguf
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.events import Provenance, TextChunk
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
@@ -553,7 +554,7 @@ def test_a_drafter_too_slow_to_pay_is_named_in_the_conversation(tiny_bpe_gguf: P
     def loader(settings: Settings, listener: object, stage: object, note: Callable[[str], None]) -> Engine:
         target = LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0))
         slow = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.05)), background=False)
-        return Engine(settings, target, slow, None, note)
+        return Engine.assemble(settings, target, slow, None, note)
 
     app = ChatApp(tiny_settings(tiny_bpe_gguf), SessionStore(tmp_path / "sessions.sqlite3"), loader=loader)
 

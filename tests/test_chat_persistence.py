@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from tinymodel import build_tiny_gguf
 
-from ds4spec.faces.chat.provenance import visible
 from ds4spec.faces.shared.sessions import SessionStore
+from ds4spec.faces.shared.visible import visible
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a real terminal")
 # Room for a few thousand characters of answer below its header: the answer streams without end, and the test

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from spec_helpers import stopped_after
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.events import Finished, FinishReason, Provenance, TextChunk
 from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.core.sampling import SamplingSettings

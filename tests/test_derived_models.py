@@ -10,7 +10,8 @@ import gguf
 import pytest
 from test_store import isolate, leftovers, local_source, write_manifest
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.errors import ModelError
 from ds4spec.store import local as store
 from ds4spec.store.derive import quantize_file

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from spec_helpers import OracleDrafter, TimedModel, run_plain
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext
 from ds4spec.core.events import Finished
 from ds4spec.core.plain import GenerationRequest
@@ -145,7 +146,7 @@ def test_an_engine_never_asks_a_model_that_cannot_pay_and_its_output_equals_plai
     lookup = ClairvoyantLookup(target.tokenizer.detokenize(plain.tokens))
     drafter = GuardedDrafter(HybridDrafter(lookup, model), background=False)
     rules = load_rulebook() if triggers else None
-    engine = Engine(Settings(warmup=0, max_tokens=48, language="python"), target, drafter, rules)
+    engine = Engine.assemble(Settings(warmup=0, max_tokens=48, language="python"), target, drafter, rules)
     assert engine.memory is not None and engine.memory.sources == ("lookup",)
     # The user is told, on stderr.
     assert "ds4spec: note: hybrid(oracle+timed) drafts too slowly" in capsys.readouterr().err

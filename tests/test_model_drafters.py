@@ -15,7 +15,8 @@ from tinymodel import TRAINING_TEXT, build_tiny_gguf
 from tinytorch import build_tiny_transformers_model
 
 from ds4spec.backend.prompt import ChatMessage
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.drafting import NO_DRAFT, DraftContext
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.model import ModelDrafter
@@ -237,14 +238,15 @@ def test_draft_threads_set_the_threads_of_a_torch_drafter_as_of_a_llama_one(
         tiny_torch_dir: Path, tiny_spm_gguf: Path, draft_threads: int | None) -> None:
     """A drafter's idle threads slow the target's next steps (README, --draft-threads), whatever its backend."""
     from ds4spec.drafters.factory import build_drafter
-    from ds4spec.engine.loading import drafter_spec
+    from ds4spec.engine.loading import drafter_spec, locate_model
     from ds4spec.engine.settings import Settings
 
     before = torch.get_num_threads()
     try:
         expected = draft_threads or 2
         for model in (str(tiny_torch_dir), str(tiny_spm_gguf)):
-            drafter = build_drafter(drafter_spec(Settings(draft=model, draft_threads=draft_threads, threads=2)))
+            drafter = build_drafter(drafter_spec(Settings(draft=model, draft_threads=draft_threads, threads=2)),
+                                    locate_model)
             assert drafter is not None
             if isinstance(drafter, TorchDrafter):
                 assert torch.get_num_threads() == expected

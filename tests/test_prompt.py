@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ds4spec.backend.prompt import ChatMessage, chat_tokens, completion_tokens, fim_tokens, split_at_cursor
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.errors import InputError, ModelError
 
 

@@ -14,8 +14,8 @@ import pexpect
 import pytest
 from tinymodel import build_tiny_gguf
 
-from ds4spec.faces.repl.render import visible
 from ds4spec.faces.shared.sessions import SessionStore, StoredMessage
+from ds4spec.faces.shared.visible import visible
 
 PROMPT = "you>"  # prompt-toolkit draws the prompt's trailing space as a cursor move
 STATS = re.compile(r"\[\d+ tokens, [\d.]+ tokens/s · [^\]]*\]")

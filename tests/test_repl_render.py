@@ -9,8 +9,9 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ds4spec.faces.repl.render import StreamRenderer, visible
+from ds4spec.faces.repl.render import StreamRenderer
 from ds4spec.faces.shared.fences import code_blocks
+from ds4spec.faces.shared.visible import visible
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ANSWER = "Use a loop:\n\n```python\ndef f(n):\n    return 'x' * n\n```\nDone.\n"

@@ -25,7 +25,9 @@ from spec_helpers import (
     stopped_after,
 )
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
+from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext, Drafter
 from ds4spec.core.events import Finished, FinishReason, TextChunk
 from ds4spec.core.plain import GenerationRequest
@@ -35,7 +37,7 @@ from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
-from ds4spec.policy.gate import CycleCosts, DraftPolicy, FixedLength, GatedPolicy
+from ds4spec.policy.gate import CycleCosts, FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.triggers import TriggerPolicy

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ds4spec.backend.target import ContextFullError, LlamaTarget, TargetOptions
+from ds4spec.backend.target import ContextFullError, LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 
 PROMPT = b"def add(a, b):\n    return a + b\n\n\ndef main():\n"
 SPAN = b"    print(add(2, 3))\n"

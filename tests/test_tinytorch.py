@@ -31,7 +31,8 @@ from tinytorch import (
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 
 # Seen in training (é, 日本語, 🙂) and unseen (🦀, Ω, ж), spaces before punctuation that a "clean up" would eat.
 TEXT = 'Café über 日本語 🙂 → 🦀 Ωmega жук\n\tdef f(x) :\n    return "naïve" , 1  # done\r\n'

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from spec_helpers import run_plain, run_spec
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
 from ds4spec.core.events import Finished
 from ds4spec.core.plain import GenerationRequest
@@ -342,7 +343,7 @@ def test_end_to_end_drafting_stays_where_it_is_accepted_and_stops_elsewhere(
 def engine(book: RuleBook, tiny_bpe_gguf: Path) -> Iterator[Engine]:
     target = LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=1024, n_gpu_layers=0))
     settings = Settings(draft="lookup", warmup=0, max_tokens=64, language="python")
-    with Engine(settings, target, GuardedDrafter(LookupDrafter()), book) as engine:
+    with Engine.assemble(settings, target, GuardedDrafter(LookupDrafter()), book) as engine:
         yield engine
 
 
@@ -367,5 +368,5 @@ def test_an_engine_generation_reports_statistics_per_event(engine: Engine) -> No
 
 
 def test_an_engine_without_rules_uses_one_gate(engine: Engine) -> None:
-    ungated = Engine(engine.settings, engine.target, engine.drafter, None)
+    ungated = Engine.assemble(engine.settings, engine.target, engine.drafter, None)
     assert isinstance(ungated.policy(engine.completion_prompt("x = 1\n")), GatedPolicy)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from spec_helpers import run_plain
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.policy.profile import SPANS, VerifyProfile, cache_file, measure, profile_for
 

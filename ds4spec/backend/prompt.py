@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import jinja2
 import jinja2.sandbox
 
 from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.core.messages import ChatMessage
 from ds4spec.errors import InputError, ModelError
 
 DEFAULT_CURSOR_MARKER = "<CURSOR>"
@@ -46,12 +46,6 @@ def split_at_cursor(text: str, marker: str = DEFAULT_CURSOR_MARKER) -> tuple[str
         raise InputError(f"--fim needs exactly one cursor marker {marker!r} in the input, found {count}")
     prefix, suffix = text.split(marker)
     return prefix, suffix
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    role: str  # system, user or assistant
-    content: str
 
 
 def chat_tokens(

@@ -1,4 +1,8 @@
-"""Process-wide llama.cpp set-up: backend initialisation and routing its log into Python logging."""
+"""Process-wide llama.cpp set-up: loading the library, initialising its backend, routing its log into Python logging.
+
+llama-cpp-python loads the llama.cpp shared library when imported, which takes time and memory that commands loading
+no model (``--help``, ``--version``, ``models``) should not pay: the backend reaches it through ``llama_cpp`` below,
+which imports it on first use."""
 
 from __future__ import annotations
 
@@ -6,25 +10,39 @@ import ctypes
 import logging
 import os
 from pathlib import Path
-
-import llama_cpp
+from typing import Any
 
 log = logging.getLogger("ds4spec.llama_cpp")
 
+
+class _LlamaCpp:
+    """The ``llama_cpp`` module, imported when first used; each name is then cached as a plain attribute."""
+
+    def __getattr__(self, name: str) -> Any:
+        import llama_cpp
+
+        value = getattr(llama_cpp, name)
+        setattr(self, name, value)
+        return value
+
+
+llama_cpp = _LlamaCpp()
+
 _initialised = False
+_log_callback: Any = None  # kept alive here: llama.cpp holds a pointer to it
 
 
-@llama_cpp.llama_log_callback
-def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+def _log_text(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     # llama.cpp talks a lot on load; users see it only with DS4SPEC_LLAMA_LOG=1 or -v.
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", text.decode("utf-8", errors="replace").rstrip("\n"))
 
 
 def init_llama() -> None:
-    global _initialised
+    global _initialised, _log_callback
     if _initialised:
         return
+    _log_callback = llama_cpp.llama_log_callback(_log_text)
     llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
     if os.environ.get("DS4SPEC_LLAMA_LOG"):
         log.setLevel(logging.DEBUG)

@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import llama_cpp
 import numpy as np
 
-from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama
+from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama, llama_cpp
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.backend.tokenizer import LlamaTokenizer
 from ds4spec.errors import InputError, ModelError
 
@@ -33,15 +33,6 @@ log = logging.getLogger(__name__)
 
 def _never() -> bool:
     return False
-
-
-@dataclass(frozen=True, slots=True)
-class TargetOptions:
-    n_ctx: int = 4096
-    n_threads: int | None = None  # None: ds4spec.backend.runtime.default_threads()
-    n_gpu_layers: int | None = None  # None: every layer on a GPU or Metal when present, else 0
-    n_batch: int = 512  # the longest span one forward pass takes; prompts are fed in chunks of this
-    force_snapshots: bool = False  # use state snapshots even where the memory could drop a tail (tests)
 
 
 @dataclass(frozen=True, slots=True)

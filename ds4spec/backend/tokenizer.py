@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import llama_cpp
+from ds4spec.backend.runtime import llama_cpp
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from ds4spec.bench.workloads import Task
+from ds4spec.core.contracts import DraftPolicy
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.engine.loading import load_drafter, load_rules
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import UsageError
-from ds4spec.policy.gate import DraftPolicy, FixedLength
+from ds4spec.policy.gate import FixedLength
 from ds4spec.policy.memory import PolicyMemory
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook

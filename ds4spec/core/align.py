@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from itertools import accumulate
 from weakref import WeakKeyDictionary
 
-from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.core.contracts import Tokenizer
 
-_SPACE_PREFIX: WeakKeyDictionary[LlamaTokenizer, bool] = WeakKeyDictionary()
+_SPACE_PREFIX: WeakKeyDictionary[Tokenizer, bool] = WeakKeyDictionary()
 
 
-def adds_space_prefix(tok: LlamaTokenizer) -> bool:
+def adds_space_prefix(tok: Tokenizer) -> bool:
     """Whether ``tok`` puts a space before every text it tokenizes (SentencePiece's ``add_space_prefix``).
 
     llama.cpp adds it even when the text already starts with a space, so a window re-tokenized in the middle of a
@@ -76,7 +76,7 @@ def last_chunk_start(data: bytes, *, whole_space_run: bool = False) -> int:
     return len(text[:i].encode("utf-8", errors="surrogateescape"))
 
 
-def _tokens_after(tok: LlamaTokenizer, text: bytes, body: bytes, space_prefix: bool) -> list[int] | None:
+def _tokens_after(tok: Tokenizer, text: bytes, body: bytes, space_prefix: bool) -> list[int] | None:
     """Tokenize ``text + body`` and return the tokens after ``text``; None when no token boundary falls exactly
     at the end of ``text`` (the tokenizer would merge across it, i.e. rewrite committed tokens) or when the
     tokens do not give back the bytes.
@@ -102,7 +102,7 @@ def _tokens_after(tok: LlamaTokenizer, text: bytes, body: bytes, space_prefix: b
 
 
 def align_draft(
-    tok: LlamaTokenizer, committed: Sequence[int], draft: bytes, *, max_tokens: int, window: int = 8
+    tok: Tokenizer, committed: Sequence[int], draft: bytes, *, max_tokens: int, window: int = 8
 ) -> list[int]:
     """Target tokens that continue ``committed`` with a prefix of ``draft``, for the target to verify.
 

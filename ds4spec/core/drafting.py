@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ds4spec.backend.prompt import ChatMessage
+from ds4spec.core.messages import ChatMessage
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,7 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ds4spec.backend.target import LlamaTarget
-from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.core.contracts import Target, Tokenizer
 from ds4spec.core.events import Event, Finished, FinishReason, Provenance, TextChunk
 from ds4spec.core.sampling import Sampler, SamplingSettings
 from ds4spec.core.stats import GenerationStats
@@ -26,7 +25,7 @@ class GenerationRequest:
     stop: Sequence[str] = ()
 
 
-def prepare_context(target: LlamaTarget, prompt: Sequence[int]) -> list[int]:
+def prepare_context(target: Target, prompt: Sequence[int]) -> list[int]:
     """Rolls the context back to the longest prefix it shares with ``prompt``; returns the tokens to feed.
 
     A context that already starts with part of the prompt (a chat's previous turns) keeps that part.
@@ -46,7 +45,7 @@ def prepare_context(target: LlamaTarget, prompt: Sequence[int]) -> list[int]:
 class OutputStream:
     """Commits tokens one at a time and says when generation must end, as plain decoding defines it."""
 
-    def __init__(self, tokenizer: LlamaTokenizer, request: GenerationRequest, stats: GenerationStats) -> None:
+    def __init__(self, tokenizer: Tokenizer, request: GenerationRequest, stats: GenerationStats) -> None:
         self._tok = tokenizer
         self._max = request.max_tokens
         self._text = TextAssembler(request.stop)
@@ -95,7 +94,7 @@ class Clock:
 
 
 def generate_plain(
-    target: LlamaTarget, request: GenerationRequest, *, cancelled: Callable[[], bool] = lambda: False
+    target: Target, request: GenerationRequest, *, cancelled: Callable[[], bool] = lambda: False
 ) -> Iterator[Event]:
     """Yields committed text as it is generated, then one ``Finished``.
 
@@ -114,7 +113,7 @@ def generate_plain(
 
 
 def _decode_loop(
-    target: LlamaTarget,
+    target: Target,
     request: GenerationRequest,
     sampler: Sampler,
     out: OutputStream,

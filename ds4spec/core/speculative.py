@@ -24,16 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ds4spec.backend.target import LlamaTarget
 from ds4spec.core.align import align_draft
+from ds4spec.core.contracts import DraftPolicy, Proposer, Target
 from ds4spec.core.drafting import DraftContext
 from ds4spec.core.events import CycleReport, Event, FinishReason, Provenance
 from ds4spec.core.plain import Clock, GenerationRequest, OutputStream, prepare_context
 from ds4spec.core.sampling import Sampler
 from ds4spec.core.stats import EventCounts, GenerationStats
 from ds4spec.core.verify import Verdict, verify_draft
-from ds4spec.drafters.guard import GuardedDrafter
-from ds4spec.policy.gate import DraftPolicy, GatedPolicy
 
 ALIGN_WINDOW = 8  # committed target tokens re-tokenized with each draft
 
@@ -45,13 +43,13 @@ class SpecSettings:
 
 
 def generate_speculative(
-    target: LlamaTarget,
-    drafter: GuardedDrafter,
+    target: Target,
+    drafter: Proposer,
     request: GenerationRequest,
     context: DraftContext,
     settings: SpecSettings | None = None,
     *,
-    policy: DraftPolicy | None = None,
+    policy: DraftPolicy,
     cancelled: Callable[[], bool] = lambda: False,
 ) -> Iterator[Event]:
     settings = settings or SpecSettings()
@@ -59,7 +57,7 @@ def generate_speculative(
     stats = GenerationStats(prompt_tokens=len(request.prompt_tokens), seed=sampler.seed)
     out = OutputStream(target.tokenizer, request, stats)
     clock = Clock()
-    cycle = _Cycle(target, drafter, request, settings, policy or GatedPolicy(settings.draft_max), sampler, out)
+    cycle = _Cycle(target, drafter, request, settings, policy, sampler, out)
     failures_before = drafter.failures.total
     try:
         drafter.begin(context)
@@ -71,16 +69,15 @@ def generate_speculative(
     stats.drafter_failures = drafter.failures.total - failures_before
     stats.loop_seconds = sum(cycle.loop_samples)
     stats.loop_median_seconds = float(np.median(cycle.loop_samples)) if cycle.loop_samples else 0.0
-    if isinstance(cycle.policy, GatedPolicy):
-        stats.plain_step_seconds = cycle.policy.costs.plain_step() or 0.0
+    stats.plain_step_seconds = policy.plain_step_seconds() or 0.0
     yield from out.finish(reason, clock)
 
 
 class _Cycle:
     def __init__(
         self,
-        target: LlamaTarget,
-        drafter: GuardedDrafter,
+        target: Target,
+        drafter: Proposer,
         request: GenerationRequest,
         settings: SpecSettings,
         policy: DraftPolicy,

@@ -1,17 +1,22 @@
-"""From a ``--draft`` value to a drafter. New drafters plug in here; the engine never changes."""
+"""From a ``--draft`` value to a drafter. New drafters plug in here; the engine never changes.
+
+Model names are the engine's to resolve (``locate``): a drafter is built from a file, whatever store it came from.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from ds4spec.core.drafting import Drafter
 from ds4spec.errors import UsageError
-from ds4spec.store.local import resolve_model
 
 Backend = Literal["llama", "torch"]
 KEYWORDS = ("none", "lookup", "hybrid")
+# A model name or path -> its file, and the short name of a known model (smollm2-135m; None for a bare path).
+Locate = Callable[[str], tuple[Path, str | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +35,7 @@ class DrafterSpec:
     gpu_layers: int | None = None
 
 
-def build_drafter(spec: DrafterSpec) -> Drafter | None:
+def build_drafter(spec: DrafterSpec, locate: Locate) -> Drafter | None:
     if spec.draft == "none":
         return None
     if spec.draft == "lookup":
@@ -43,20 +48,18 @@ def build_drafter(spec: DrafterSpec) -> Drafter | None:
 
         if not spec.model:
             raise UsageError("--draft hybrid needs a model drafter: pass --pair or --draft-model")
-        return HybridDrafter(LookupDrafter(), _model_drafter(spec.model, spec.backend, spec))
-    return _model_drafter(spec.draft, spec.backend, spec)
+        return HybridDrafter(LookupDrafter(), _model_drafter(spec.model, spec.backend, spec, locate))
+    return _model_drafter(spec.draft, spec.backend, spec, locate)
 
 
-def _model_drafter(name: str, backend: Backend, spec: DrafterSpec) -> Drafter:
+def _model_drafter(name: str, backend: Backend, spec: DrafterSpec, locate: Locate) -> Drafter:
     directory = Path(name).expanduser()
     if directory.is_dir():  # a Hugging Face model directory: only transformers reads it
         from ds4spec.drafters.torch_drafter import TorchDrafter
 
         return TorchDrafter(directory, p_min=spec.p_min, n_threads=spec.threads)
-    resolved = resolve_model(name)
-    path = resolved.path
     # A known model goes by its short manifest name (smollm2-135m), not by the long name inside its GGUF.
-    known = resolved.manifest.name if resolved.manifest else None
+    path, known = locate(name)
     if backend == "torch":
         from ds4spec.drafters.torch_drafter import TorchDrafter
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from ds4spec.backend.prompt import chat_tokens
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.drafting import DraftContext
 from ds4spec.drafters.model import ModelDrafter
 

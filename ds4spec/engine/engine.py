@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ds4spec.backend.prompt import ChatMessage, chat_tokens, completion_tokens, fim_tokens
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
 from ds4spec.core.events import Event
 from ds4spec.core.plain import GenerationRequest, generate_plain
@@ -35,7 +36,7 @@ from ds4spec.engine.loading import (
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import InputError
 from ds4spec.policy.costs import unasked_note
-from ds4spec.policy.gate import DraftPolicy, GatedPolicy
+from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.memory import PolicyMemory
 from ds4spec.policy.profile import VerifyProfile, profile_for
 from ds4spec.policy.rules import RuleBook
@@ -63,20 +64,30 @@ class Prompt:
 class Engine:
     def __init__(self, settings: Settings, target: LlamaTarget, drafter: GuardedDrafter | None,
                  rules: RuleBook | None = None, note: Note = stderr_note) -> None:
+        """An engine over loaded models, measuring nothing: its policies start from priors. ``assemble`` (and
+        ``load``) also measure what the policies start from."""
         self.settings = settings
         self.note = note  # what the user should know about a drafter (the face decides where it is shown)
         self.target = target
         self.drafter = drafter
         self.rules = rules  # trigger rules; None: one gate for every cycle
-        self.profile: VerifyProfile | None = None  # the target's verify costs here; read once a drafter is loaded
+        self.profile: VerifyProfile | None = None  # the target's verify costs here; read once a drafter is measured
+        self.memory: PolicyMemory | None = None  # what policies learned about this drafter, across generations
         self.speculation = drafter is not None  # /spec on|off: a loaded drafter may be left idle
         self._lock = threading.Lock()
-        self._forget()
 
-    def _forget(self) -> None:
-        """What policies learned about this drafter, kept across generations: a new drafter starts afresh, its
-        sources' costs measured against the target's verify profile."""
-        self.memory: PolicyMemory | None = None
+    @classmethod
+    def assemble(cls, settings: Settings, target: LlamaTarget, drafter: GuardedDrafter | None,
+                 rules: RuleBook | None = None, note: Note = stderr_note) -> Engine:
+        """An engine whose drafter is measured now: the target's verify profile (cached on disk per machine
+        and model) and each of the drafter's sources' costs, which the cost check and the policies start from."""
+        engine = cls(settings, target, drafter, rules, note)
+        engine._measure_drafter()
+        return engine
+
+    def _measure_drafter(self) -> None:
+        """A new drafter starts afresh: its sources' costs measured against the target's verify profile."""
+        self.memory = None
         if self.drafter is not None:
             if self.profile is None:
                 self.profile = profile_for(self.target)
@@ -88,9 +99,9 @@ class Engine:
 
     @classmethod
     def load(cls, settings: Settings, note: Note = stderr_note) -> Engine:
-        """Checks the settings, loads the target, then the drafter (see ``load_drafter`` for a missing one);
-        ``note`` hears what the user should know (a missing or too slow drafter), on stderr by default."""
-        check_settings(settings)
+        """Loads the target, then the drafter (see ``load_drafter`` for a missing one), and measures the drafter
+        (``assemble``); ``note`` hears what the user should know (a missing or too slow drafter), on stderr by
+        default. The face has checked ``settings`` (``check_settings``) before it started any work."""
         rules = load_rules(settings)  # a broken rule file fails before minutes of model loading
         target = load_target(settings)
         try:
@@ -98,7 +109,7 @@ class Engine:
         except BaseException:
             target.close()
             raise
-        return cls(settings, target, drafter, rules, note)
+        return cls.assemble(settings, target, drafter, rules, note)
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -117,6 +128,10 @@ class Engine:
     def speculating(self) -> bool:
         return self.speculation and self.drafter is not None
 
+    def set_speculation(self, on: bool) -> None:
+        """Turns speculation on or off from the next generation on; the drafter stays loaded either way."""
+        self.speculation = on
+
     def set_draft(self, draft: str) -> None:
         """Swaps the drafter (a model name or path, ``lookup``, ``hybrid`` or ``none``); errors leave the old one."""
         settings = dataclasses.replace(self.settings, draft=draft)
@@ -126,19 +141,34 @@ class Engine:
             new = load_drafter(settings, self.note)
             old, self.drafter, self.settings = self.drafter, new, settings
             self.speculation = new is not None
-            self._forget()
+            self._measure_drafter()
         if old is not None:
             old.close()
 
     # -- prompts ----------------------------------------------------------------------------------------
 
-    def completion_prompt(self, prefix: str, suffix: str | None = None, language: str | None = None) -> Prompt:
+    def completion_prompt(self, prefix: str, suffix: str | None = None, language: str | None = None, *,
+                          keep_end: bool = False, hint: str = "shorten it or raise --ctx") -> Prompt:
         """Continue ``prefix``; with a ``suffix``, fill in the middle between the two. ``language`` (a name,
-        fence tag or file name) picks the trigger rules; default: the settings' ``language``."""
+        fence tag or file name) picks the trigger rules; default: the settings' ``language``. With ``keep_end``
+        a completion too long for the context loses its beginning instead of being refused; ``hint`` ends the
+        error of a prompt that does not fit (what the user can do about it, in the face's terms)."""
         tok = self.target.tokenizer
-        tokens = completion_tokens(tok, prefix) if suffix is None else fim_tokens(tok, prefix, suffix)
-        self.check_fits(tokens)
-        return Prompt(tokens, DraftContext(text=prefix.encode("utf-8")), language or self.settings.language)
+        if suffix is not None:
+            tokens = fim_tokens(tok, prefix, suffix)
+            self.check_fits(tokens, hint)
+            # The drafter continues the text the target sees: for FIM, the text before the cursor.
+            return Prompt(tokens, DraftContext(text=prefix.encode("utf-8")), language or self.settings.language)
+        tokens = completion_tokens(tok, prefix)
+        n_ctx = self.target.n_ctx
+        if keep_end and len(tokens) >= n_ctx:
+            # Keep room for the answer, but never less than half the context for the prompt.
+            tokens = tokens[-max(n_ctx - self.settings.max_tokens, n_ctx // 2):]
+            seen = tok.detokenize(tokens)
+        else:
+            self.check_fits(tokens, hint)
+            seen = prefix.encode("utf-8")
+        return Prompt(tokens, DraftContext(text=seen), language or self.settings.language)
 
     def chat_prompt(self, messages: Sequence[ChatMessage]) -> Prompt:
         """The conversation in the target's chat template, with an open assistant turn."""
@@ -148,7 +178,7 @@ class Engine:
         self.check_fits(tokens)
         return Prompt(tokens, DraftContext(messages=tuple(messages)), "markdown")
 
-    def check_fits(self, tokens: Sequence[int]) -> None:
+    def check_fits(self, tokens: Sequence[int], hint: str = "shorten it or raise --ctx") -> None:
         if not tokens:
             # A model that adds no start token turns an empty text into no tokens: nothing to predict from.
             raise InputError("the prompt is empty and the model adds no start token: there is nothing to continue")
@@ -156,7 +186,7 @@ class Engine:
         if len(tokens) >= n_ctx:
             raise InputError(
                 f"the prompt is {len(tokens)} tokens but the context holds {n_ctx} "
-                f"(the model was trained on up to {self.target.n_ctx_train}); shorten it or raise --ctx"
+                f"(the model was trained on up to {self.target.n_ctx_train}); {hint}"
             )
 
     # -- generation -------------------------------------------------------------------------------------

@@ -51,6 +51,12 @@ def target_name(settings: Settings) -> str:
     return settings.target or pair_of(settings).target
 
 
+def locate_model(name_or_path: str) -> tuple[Path, str | None]:
+    """The file of a model named by its manifest name or by a path, and its manifest name when it has one."""
+    resolved = resolve_model(name_or_path)
+    return resolved.path, resolved.manifest.name if resolved.manifest else None
+
+
 def load_target(settings: Settings) -> LlamaTarget:
     resolved = resolve_model(target_name(settings))
     return LlamaTarget(resolved.path, settings.target_options())
@@ -76,6 +82,14 @@ def drafter_spec(settings: Settings) -> DrafterSpec:
     )
 
 
+def drafter_model(settings: Settings) -> str | None:
+    """The model the drafter of these settings loads (a name or a path); None when it loads none."""
+    if settings.draft_max == 0:
+        return None
+    spec = drafter_spec(settings)
+    return None if spec.draft in ("none", "lookup") else spec.model
+
+
 Note = Callable[[str], None]  # hears one line the user should know about loading (not an error)
 
 
@@ -93,7 +107,7 @@ def load_drafter(settings: Settings, note: Note = stderr_note) -> GuardedDrafter
     if settings.draft_max == 0:
         return None
     try:
-        drafter = build_drafter(drafter_spec(settings))
+        drafter = build_drafter(drafter_spec(settings), locate_model)
     except ModelError as exc:
         if settings.draft is not None:
             raise

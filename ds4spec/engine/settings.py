@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ds4spec.backend.target import TargetOptions
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.sampling import SamplingSettings
 from ds4spec.errors import UsageError
 from ds4spec.paths import config_file

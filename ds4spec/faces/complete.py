@@ -12,12 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ds4spec.backend.prompt import DEFAULT_CURSOR_MARKER, completion_tokens, fim_tokens, split_at_cursor
-from ds4spec.backend.target import LlamaTarget
-from ds4spec.core.drafting import DraftContext
+from ds4spec.backend.prompt import DEFAULT_CURSOR_MARKER, split_at_cursor
 from ds4spec.core.events import Event, Finished, FinishReason, TextChunk
 from ds4spec.core.stats import GenerationStats
-from ds4spec.engine.engine import Engine, Prompt
+from ds4spec.engine.engine import Engine
 from ds4spec.engine.loading import check_settings
 from ds4spec.engine.options import (
     add_model_options,
@@ -63,26 +61,6 @@ def read_input(stream: BinaryIO) -> str:
         raise InputError(f"stdin is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
 
 
-def build_prompt(target: LlamaTarget, text: str, *, fim: bool, marker: str, truncate: str,
-                 max_tokens: int) -> list[int]:
-    if fim:
-        prefix, suffix = split_at_cursor(text, marker)
-        tokens = fim_tokens(target.tokenizer, prefix, suffix)
-    else:
-        tokens = completion_tokens(target.tokenizer, text)
-    if len(tokens) < target.n_ctx:
-        return tokens
-    if truncate == "left" and not fim:
-        # Keep room for the answer, but never less than half the context for the prompt.
-        keep = max(target.n_ctx - max_tokens, target.n_ctx // 2)
-        return tokens[-keep:]
-    hint = "raise --ctx" + ("" if fim else " or pass --truncate left")
-    raise InputError(
-        f"the prompt is {len(tokens)} tokens but the context holds {target.n_ctx} "
-        f"(the model was trained on up to {target.n_ctx_train}); {hint}"
-    )
-
-
 @dataclass(slots=True)
 class _Outcome:
     text: str
@@ -95,16 +73,14 @@ def run(args: argparse.Namespace) -> int:
     check_settings(settings)
     text = read_input(sys.stdin.buffer)
     with Engine.load(settings) as engine:
-        tokens = build_prompt(engine.target, text, fim=args.fim, marker=args.cursor_marker,
-                              truncate=args.truncate, max_tokens=settings.max_tokens)
-        # The drafter continues the text the target sees: for FIM, the text before the cursor.
         if args.fim:
-            seen = split_at_cursor(text, args.cursor_marker)[0].encode()
+            prompt = engine.completion_prompt(*split_at_cursor(text, args.cursor_marker), hint="raise --ctx")
         else:
-            seen = engine.target.tokenizer.detokenize(tokens)
+            prompt = engine.completion_prompt(text, keep_end=args.truncate == "left",
+                                              hint="raise --ctx or pass --truncate left")
         with StopRequest() as stop:
-            events = engine.generate(Prompt(tokens, DraftContext(text=seen), settings.language), cancelled=stop)
-            outcome = _consume(events, stream=not args.json, prompt_tokens=len(tokens))
+            events = engine.generate(prompt, cancelled=stop)
+            outcome = _consume(events, stream=not args.json, prompt_tokens=len(prompt.tokens))
     if args.json:
         _write_json(outcome)
     if args.stats:

@@ -44,13 +44,14 @@ def run(args: argparse.Namespace) -> int:
 def check() -> str:
     """Runs the evaluation check in this process; returns a report or raises AssertionError."""
     import llama_cpp
-    from tinymodel import build_tiny_gguf
 
     from ds4spec.backend.runtime import compiled_backends, system_info
-    from ds4spec.backend.target import LlamaTarget, TargetOptions
+    from ds4spec.backend.target import LlamaTarget
+    from ds4spec.backend.target_options import TargetOptions
+    from ds4spec.faces.doctor_model import build_doctor_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = build_tiny_gguf(Path(tmp) / "doctor.gguf")
+        path = build_doctor_model(Path(tmp) / "doctor.gguf")
         with LlamaTarget(path, TargetOptions(n_ctx=128, n_gpu_layers=0)) as target:
             tokens = target.tokenizer.tokenize(b"def main():\n    return 42\n")
             first = target.eval_span(tokens)

@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ds4spec.core.contracts import Proposer
 from ds4spec.core.drafting import DraftContext, Drafter
-from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.policy.gate import could_pay_on
 from ds4spec.policy.profile import VerifyProfile
 
@@ -55,7 +55,7 @@ def seconds_per_token(drafter: Drafter, source: str) -> float | None:
     return best
 
 
-def source_costs(drafter: GuardedDrafter, profile: VerifyProfile, draft_max: int) -> list[SourceCost]:
+def source_costs(drafter: Proposer, profile: VerifyProfile, draft_max: int) -> list[SourceCost]:
     """Each of ``drafter``'s sources, its cost and whether it could pay. Lookup needs no model and costs
     nothing; without a measured profile there is no plain step to compare with, and every source may try."""
     costs: list[SourceCost] = []

@@ -18,10 +18,10 @@ back-off) so that it notices when the drafter becomes useful.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from bisect import bisect_left, insort
 from collections.abc import Iterable
 
+from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
 from ds4spec.policy.profile import VerifyProfile
 
@@ -188,35 +188,6 @@ def candidate_lengths(draft_max: int) -> list[int]:
     return sorted(set(out))
 
 
-class DraftPolicy(ABC):
-    """Decides the draft length of each cycle (and which drafter source to ask) and learns from its outcome.
-
-    Like a drafter, a policy may follow the committed text (``begin``/``extend``); ``event`` names the
-    syntax event behind its last decision ("" when it does not look at syntax) and ``source`` the drafter
-    source it asks for: ``any`` (the drafter decides), ``lookup`` or ``model`` (a hybrid drafter's halves).
-    """
-
-    draft_max: int
-    event: str = ""
-    source: str = "any"
-
-    def begin(self, context: DraftContext) -> None:  # noqa: B027 - optional: most policies ignore the text
-        """A generation starts from ``context``."""
-
-    def extend(self, committed: bytes) -> None:  # noqa: B027
-        """Bytes the target committed."""
-
-    @abstractmethod
-    def draft_length(self) -> int:
-        """Target tokens to draft this cycle; 0 means a plain step."""
-
-    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,  # noqa: B027
-                source: str = "") -> None:
-        """The outcome of a cycle: ``requested`` tokens asked for, ``drafted`` of them aligned and verified,
-        ``accepted`` kept; ``cycle_seconds`` is its whole wall time; ``source`` is where the draft came from
-        (``model``, ``lookup``, or ``none`` when the drafter had nothing)."""
-
-
 class FixedLength(DraftPolicy):
     """Always the same length (benchmark sweeps, ``bench --fixed``)."""
 
@@ -284,3 +255,6 @@ class GatedPolicy(DraftPolicy):
         self.costs.observe(drafted, cycle_seconds)
         if drafted:
             self.acceptance.observe(drafted, accepted)
+
+    def plain_step_seconds(self) -> float | None:
+        return self.costs.plain_step()

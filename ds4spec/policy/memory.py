@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.core.contracts import DraftPolicy, Proposer
 from ds4spec.policy.costs import SourceCost, source_costs
-from ds4spec.policy.gate import AcceptanceModel, CycleCosts, DraftPolicy, FixedLength, GatedPolicy
+from ds4spec.policy.gate import AcceptanceModel, CycleCosts, FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook
 from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
@@ -32,7 +32,7 @@ class PolicyMemory:
         self.gate_costs = CycleCosts(self.profile)
 
     @classmethod
-    def measure(cls, drafter: GuardedDrafter, profile: VerifyProfile, draft_max: int, *,
+    def measure(cls, drafter: Proposer, profile: VerifyProfile, draft_max: int, *,
                 check: bool = True) -> PolicyMemory:
         """A fresh memory for ``drafter``, its sources' costs measured now (a fraction of a second for a small
         model; the target must be idle); with ``check`` off, nothing is measured and every source may be asked."""

@@ -14,12 +14,12 @@ which an engine keeps across generations: a chat's tenth answer starts from what
 
 from __future__ import annotations
 
+from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
 from ds4spec.policy.gate import (
     CARRIED_TRIALS,
     AcceptanceModel,
     CycleCosts,
-    DraftPolicy,
     best_length,
     candidate_lengths,
     expected_tokens,

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.store.local import load_pairs, resolve_model
 
 

@@ -57,7 +57,7 @@ def test_oracle_drafter_with_another_tokenizer_gets_95_percent_accepted(
 ) -> None:
     """Proves the alignment: the target's own future text, cut into SmolLM2 tokens, is accepted."""
     init_llama()
-    from ds4spec.backend.target import TargetOptions
+    from ds4spec.backend.target_options import TargetOptions
 
     with LlamaTarget(default_pair_paths["drafter"], TargetOptions(n_ctx=64)) as smol:
         smol_tok: LlamaTokenizer = smol.tokenizer

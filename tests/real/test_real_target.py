@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from ds4spec.backend.prompt import ChatMessage, chat_tokens
-from ds4spec.backend.target import LlamaTarget, TargetOptions
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.events import Finished, TextChunk
 from ds4spec.core.plain import GenerationRequest, generate_plain
 

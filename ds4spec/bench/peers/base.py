@@ -15,9 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import llama_cpp
-
-from ds4spec.backend.runtime import init_llama
+from ds4spec.backend.runtime import init_llama, llama_cpp
 from ds4spec.backend.tokenizer import LlamaTokenizer
 from ds4spec.core.events import FinishReason, Provenance
 from ds4spec.core.plain import GenerationRequest, OutputStream

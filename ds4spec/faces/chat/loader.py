@@ -8,28 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ds4spec.drafters.factory import KEYWORDS
 from ds4spec.engine.engine import Engine
-from ds4spec.engine.loading import check_settings, target_name, without_pair_drafter
+from ds4spec.engine.loading import drafter_model, target_name, without_pair_drafter
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import ModelError
 from ds4spec.store import local as store
-from ds4spec.store.manifests import Manifest, find_pair, load_manifests
+from ds4spec.store.manifests import Manifest, load_manifests
 from ds4spec.store.progress import ProgressListener
 
 
 def missing_models(settings: Settings) -> list[Manifest]:
     """The known models these settings would load that are not downloaded yet (paths are never pulled).
 
-    The drafter counts only when it is the pair's own (no ``--draft``, or ``hybrid``): a drafter named
-    explicitly is the user's choice, and ``lookup``/``none`` need no model.
+    The drafter counts when it loads a model (``drafter_model``): ``lookup`` and ``none`` need none.
     """
     manifests = load_manifests()
-    names = [target_name(settings)]
-    if settings.draft_max > 0 and settings.draft in (None, "hybrid"):
-        names.append(find_pair(settings.pair).drafter)
-    elif settings.draft is not None and settings.draft not in KEYWORDS:
-        names.append(settings.draft)
+    names = [target_name(settings), drafter_model(settings)]
     wanted = [manifests[n] for n in dict.fromkeys(names) if n in manifests]
     return [m for m in wanted if store.model_status(m) == "not pulled"]
 
@@ -47,7 +41,6 @@ def prepare_engine(settings: Settings, *, listener: ProgressListener, stage: Cal
     there: without a pair's drafter that cannot be downloaded the chat goes on as ``complete`` does without
     one that was never pulled (text lookup with triggers on, else plain decoding; the status bar says which).
     """
-    check_settings(settings)
     target = target_name(settings)
     for manifest in missing_models(settings):
         stage(f"downloading {manifest.name} (first run)")

@@ -12,19 +12,12 @@ from dataclasses import dataclass, field
 from rich.text import Text
 
 from ds4spec.core.events import Provenance
+from ds4spec.faces.shared.visible import visible
 
 DRAFT_STYLE = "bold green"
 TARGET_STYLE = "cyan"
 UNKNOWN_STYLE = "default"
 
-# Model output may hold C0 control characters (a bell, a backspace) that a terminal would obey rather than
-# show; the chat shows them as their Unicode "control pictures" instead.
-_PICTURES = {c: 0x2400 + c for c in range(0x20) if chr(c) not in "\n\t"} | {0x7F: 0x2421}
-
-
-def visible(text: str) -> str:
-    """``text`` safe to draw: control characters other than newline and tab become visible symbols."""
-    return text.translate(_PICTURES)
 
 
 @dataclass(slots=True)

@@ -20,7 +20,8 @@ from textual.widgets import Markdown, Static, TextArea
 from textual.widgets.markdown import MarkdownStream
 
 from ds4spec.core.events import TextChunk
-from ds4spec.faces.chat.provenance import ProvenanceSpans, visible
+from ds4spec.faces.chat.provenance import ProvenanceSpans
+from ds4spec.faces.shared.visible import visible
 
 # Terminals send Ctrl-J as a bare line feed, so it works everywhere. Shift-Enter reaches the app only in
 # terminals with the kitty keyboard protocol (others send a plain Enter), but it is the key people try first.

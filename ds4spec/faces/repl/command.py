@@ -21,13 +21,14 @@ from ds4spec.engine.loading import check_settings
 from ds4spec.engine.options import settings_from_args
 from ds4spec.errors import Ds4Error, InputError
 from ds4spec.faces.repl.input import Reader, streaming_terminal
-from ds4spec.faces.repl.render import StreamRenderer, Terminal, visible
+from ds4spec.faces.repl.render import StreamRenderer, Terminal
 from ds4spec.faces.shared.conversation import Conversation
 from ds4spec.faces.shared.session_options import add_chat_options, print_sessions, session_store
 from ds4spec.faces.shared.sessions import session_to_resume
 from ds4spec.faces.shared.slash import CommandResult, is_command, run_command
 from ds4spec.faces.shared.stats_text import answer_line
 from ds4spec.faces.shared.stop_request import StopRequest
+from ds4spec.faces.shared.visible import visible
 
 RESUME_SHOWS = 10  # messages of a resumed session printed before the prompt
 

@@ -24,9 +24,9 @@ from pygments.formatters import TerminalFormatter
 from pygments.lexer import Lexer
 
 from ds4spec.faces.shared.fences import closes, opening
+from ds4spec.faces.shared.visible import visible
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _MAY_OPEN_FENCE = re.compile(r"^ {0,3}(`|~)")
 _LEADING_SPACES = re.compile(r"^ {0,3}$")
 
@@ -49,14 +49,6 @@ class Terminal:
 
     def dim(self, text: str) -> str:
         return f"{DIM}{text}{RESET}" if self.color else text
-
-
-def visible(text: str) -> str:
-    """Control characters (ESC, CR, BEL, C1...) as symbols; newlines and tabs stay as they are."""
-    def symbol(m: re.Match[str]) -> str:
-        code = ord(m.group())
-        return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
-    return _CONTROL.sub(symbol, text)
 
 
 def lexer_for(language: str) -> Lexer:

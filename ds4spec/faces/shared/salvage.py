@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ds4spec.faces.shared.sessions import connect, create_schema
+from ds4spec.faces.shared.session_db import connect, create_schema
 
 _Row = tuple[Any, ...]
 SQLITE_MAGIC = b"SQLite format 3\x00"

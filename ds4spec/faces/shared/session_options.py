@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ds4spec.engine.options import add_model_options, add_sampling_options, add_speculation_options
-from ds4spec.faces.repl.render import visible
 from ds4spec.faces.shared.sessions import SessionInfo, SessionStore, add_session_options
+from ds4spec.faces.shared.visible import visible
 
 
 def add_chat_options(parser: argparse.ArgumentParser) -> None:

@@ -23,31 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ds4spec.errors import InputError
+from ds4spec.faces.shared.salvage import open_or_salvage
 from ds4spec.paths import data_dir
 
 STATUSES = ("done", "streaming", "cancelled", "error")
-SCHEMA_VERSION = 1
 TITLE_CHARS = 60
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions (
-    id INTEGER PRIMARY KEY,
-    title TEXT NOT NULL DEFAULT '',
-    system TEXT,
-    created REAL NOT NULL,
-    updated REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY,
-    session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    status TEXT NOT NULL,
-    stats TEXT,
-    created REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, id);
-"""
 
 
 @dataclass(frozen=True)
@@ -71,18 +51,6 @@ def default_path() -> Path:
     return data_dir() / "sessions.sqlite3"
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")  # the first read of the file: a damaged one fails here
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
 def _title(text: str) -> str:
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
@@ -90,8 +58,6 @@ def _title(text: str) -> str:
 
 class SessionStore:
     def __init__(self, path: Path | None = None) -> None:
-        from ds4spec.faces.shared.salvage import open_or_salvage  # salvage needs this module's schema
-
         self.path = Path(path) if path is not None else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -205,11 +171,6 @@ class SessionStore:
 def _check_status(status: str) -> None:
     if status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
-
-
-def create_schema(conn: sqlite3.Connection) -> None:
-    conn.executescript(_SCHEMA)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 LATEST = 0  # ``--resume`` without an ID (session IDs start at 1)

@@ -96,7 +96,7 @@ def _spec(conv: Conversation, arg: str) -> CommandResult:
     if arg.lower() == "on" and engine.drafter is None:
         raise UsageError("no drafter is loaded; /draft NAME loads one")
     if arg:
-        engine.speculation = arg.lower() == "on"
+        engine.set_speculation(arg.lower() == "on")
     if engine.speculating:
         return CommandResult(f"speculating with {engine.drafter_name}")
     idle = f" ({engine.drafter_name} is loaded but idle)" if engine.drafter is not None else ""

@@ -1,0 +1,15 @@
+"""How a target is loaded: context, threads, GPU layers, batch. Apart from ``target`` so that settings and options
+can name them without loading llama.cpp."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class TargetOptions:
+    n_ctx: int = 4096
+    n_threads: int | None = None  # None: ds4spec.backend.runtime.default_threads()
+    n_gpu_layers: int | None = None  # None: every layer on a GPU or Metal when present, else 0
+    n_batch: int = 512  # the longest span one forward pass takes; prompts are fed in chunks of this
+    force_snapshots: bool = False  # use state snapshots even where the memory could drop a tail (tests)

@@ -1,0 +1,124 @@
+"""What the loop needs from the parts around it, and nothing more: a target and its tokenizer (implemented by
+``ds4spec.backend``), a drafter behind its guard (``ds4spec.drafters.guard``) and a draft-length policy
+(``ds4spec.policy``). The core depends on these contracts, never on the classes that implement them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+import numpy as np
+
+from ds4spec.core.drafting import Draft, DraftContext, Drafter
+
+T = TypeVar("T")
+
+
+class Tokenizer(Protocol):
+    """The target's tokenizer, on bytes (a token may hold part of a UTF-8 character)."""
+
+    def tokenize(self, text: bytes, *, add_special: bool = False, parse_special: bool = False) -> list[int]: ...
+
+    def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> bytes: ...
+
+    def piece(self, token: int) -> bytes: ...
+
+    def is_eog(self, token: int) -> bool: ...
+
+    def is_control(self, token: int) -> bool: ...
+
+
+class Target(Protocol):
+    """One sequence evaluated by the target model, with exact rollback (``ds4spec.backend.target``)."""
+
+    tokenizer: Tokenizer
+    n_ctx: int
+    n_batch: int
+
+    @property
+    def n_past(self) -> int: ...
+
+    @property
+    def tokens(self) -> list[int]: ...
+
+    def recent_tokens(self, n: int) -> list[int]: ...
+
+    def resync(self) -> None: ...
+
+    def read_prompt(self, tokens: Sequence[int], cancelled: Callable[[], bool]) -> np.ndarray | None:
+        """The logits after the last of ``tokens`` (1-D), or None when ``cancelled`` said so between chunks."""
+        ...
+
+    def eval_span(self, tokens: Sequence[int]) -> np.ndarray:
+        """ONE forward pass; row i predicts the token after ``tokens[i]``: shape (len(tokens), n_vocab)."""
+        ...
+
+    def checkpoint(self) -> None: ...
+
+    def rollback(self, n: int) -> None:
+        """Forgets every position from ``n`` on."""
+        ...
+
+
+class DrafterFailureCount(Protocol):
+    @property
+    def total(self) -> int: ...
+
+
+class Proposer(Protocol):
+    """A drafter as the loop and the policies see it: behind a deadline and an exception barrier, so that
+    whatever the drafter does, ``propose`` returns a ``Draft`` (``NO_DRAFT`` on any failure)."""
+
+    name: str
+    sources: tuple[str, ...]
+    failures: DrafterFailureCount
+
+    @property
+    def available(self) -> bool: ...
+
+    def begin(self, context: DraftContext) -> None: ...
+
+    def warm(self) -> None: ...
+
+    def extend(self, committed: bytes) -> None: ...
+
+    def propose(self, max_tokens: int, source: str = "any") -> Draft: ...
+
+    def call_alone(self, call: Callable[[Drafter], T]) -> T | None:
+        """``call(drafter)`` between generations (a measurement); None when it raises or hangs."""
+        ...
+
+
+class DraftPolicy(ABC):
+    """Decides the draft length of each cycle (and which drafter source to ask) and learns from its outcome.
+
+    Like a drafter, a policy may follow the committed text (``begin``/``extend``); ``event`` names the
+    syntax event behind its last decision ("" when it does not look at syntax) and ``source`` the drafter
+    source it asks for: ``any`` (the drafter decides), ``lookup`` or ``model`` (a hybrid drafter's halves).
+    """
+
+    draft_max: int
+    event: str = ""
+    source: str = "any"
+
+    def begin(self, context: DraftContext) -> None:  # noqa: B027 - optional: most policies ignore the text
+        """A generation starts from ``context``."""
+
+    def extend(self, committed: bytes) -> None:  # noqa: B027
+        """Bytes the target committed."""
+
+    @abstractmethod
+    def draft_length(self) -> int:
+        """Target tokens to draft this cycle; 0 means a plain step."""
+
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,  # noqa: B027
+                source: str = "") -> None:
+        """The outcome of a cycle: ``requested`` tokens asked for, ``drafted`` of them aligned and verified,
+        ``accepted`` kept; ``cycle_seconds`` is its whole wall time; ``source`` is where the draft came from
+        (``model``, ``lookup``, or ``none`` when the drafter had nothing)."""
+
+    def plain_step_seconds(self) -> float | None:
+        """The measured cost of a plain step, when the policy measures one (for the statistics)."""
+        return None
