@@ -98,7 +98,8 @@ def test_vim_script_inserts_a_completion_at_the_cursor(tiny_bpe_gguf: Path, tmp_
     assert not Path(f"/proc/{pid}").exists(), "the server outlived Vim"
 
 
-@pytest.mark.skipif(shutil.which("emacs") is None, reason="emacs is not installed (optional: the README's client)")
+@pytest.mark.skipif(shutil.which("emacs") is None,
+                    reason="emacs is not installed (optional: the client in docs/editors.md)")
 def test_emacs_client_inserts_a_completion_at_point(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
     prefix, suffix = split_at(SOURCE, ROW, COL)
     middle, _ = engine_texts(tiny_bpe_gguf, prefix, suffix, "unused", stop_at="block")

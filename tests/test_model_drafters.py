@@ -236,7 +236,7 @@ def test_a_draft_never_contains_special_tokens_text(make: Factory, kind: str) ->
 @pytest.mark.parametrize("draft_threads", [1, None])
 def test_draft_threads_set_the_threads_of_a_torch_drafter_as_of_a_llama_one(
         tiny_torch_dir: Path, tiny_spm_gguf: Path, draft_threads: int | None) -> None:
-    """A drafter's idle threads slow the target's next steps (README, --draft-threads), whatever its backend."""
+    """A drafter's idle threads slow the target's next steps (docs/usage.md, --draft-threads), whatever its backend."""
     from ds4spec.drafters.factory import build_drafter
     from ds4spec.engine.loading import drafter_spec, locate_model
     from ds4spec.engine.settings import Settings

@@ -28,6 +28,7 @@ from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
 from ds4spec.policy.gate import GatedPolicy
+from ds4spec.policy.probing import FIRST_PROBE_AFTER
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.syntax import SyntaxTracker
 from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
@@ -217,10 +218,10 @@ def test_a_new_generation_keeps_what_an_event_taught_but_lets_new_evidence_move_
         first.observe(k, k, 0, 1.0 + 0.3 * k, "lookup" if k else "none")
     comment = learning.events["python.comment"]
     low = comment.acceptance["lookup"].alpha
-    assert low < 0.2 and comment.probe_after > comment.FIRST_PROBE_AFTER
+    assert low < 0.2 and comment.probing.probe_after > FIRST_PROBE_AFTER
     second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     second.begin(DraftContext(text=b""))
-    assert comment.acceptance["lookup"].alpha == pytest.approx(low) and comment.probe_after == comment.FIRST_PROBE_AFTER
+    assert comment.acceptance["lookup"].alpha == pytest.approx(low) and comment.probing.probe_after == FIRST_PROBE_AFTER
     for _ in range(3):
         comment.acceptance["lookup"].observe(4, 4)  # a copied file: accepted
     assert comment.acceptance["lookup"].alpha > 0.6

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ds4spec.core.contracts import Target, Tokenizer
 from ds4spec.core.events import Event, Finished, FinishReason, Provenance, TextChunk
 from ds4spec.core.sampling import Sampler, SamplingSettings
@@ -93,6 +95,24 @@ class Clock:
         return self.prompt_done - self.start, now - self.prompt_done
 
 
+class Generation:
+    """What one generation holds, plain or speculative: its sampler, statistics, output and clock."""
+
+    def __init__(self, target: Target, request: GenerationRequest) -> None:
+        self.request = request
+        self.sampler = Sampler(request.sampling)
+        self.stats = GenerationStats(prompt_tokens=len(request.prompt_tokens), seed=self.sampler.seed)
+        self.out = OutputStream(target.tokenizer, request, self.stats)
+        self.clock = Clock()
+
+    def read_prompt(self, target: Target, cancelled: Callable[[], bool]) -> np.ndarray | None:
+        """Reads what the context does not hold yet of the prompt; the logits after it, or None when cancelled."""
+        logits = target.read_prompt(prepare_context(target, self.request.prompt_tokens), cancelled)
+        if logits is not None:
+            self.clock.mark_prompt_done()
+        return logits
+
+
 def generate_plain(
     target: Target, request: GenerationRequest, *, cancelled: Callable[[], bool] = lambda: False
 ) -> Iterator[Event]:
@@ -101,29 +121,20 @@ def generate_plain(
     Ctrl-C while llama.cpp computes ends the generation with ``CANCELLED`` and the statistics so far; text
     held back as a possible stop-string prefix is then dropped, as it was never shown.
     """
-    sampler = Sampler(request.sampling)
-    stats = GenerationStats(prompt_tokens=len(request.prompt_tokens), seed=sampler.seed)
-    out = OutputStream(target.tokenizer, request, stats)
-    clock = Clock()
+    generation = Generation(target, request)
     try:
-        reason = yield from _decode_loop(target, request, sampler, out, cancelled, clock)
+        reason = yield from _decode_loop(target, generation, cancelled)
     except KeyboardInterrupt:
         reason = FinishReason.CANCELLED
-    yield from out.finish(reason, clock)
+    yield from generation.out.finish(reason, generation.clock)
 
 
-def _decode_loop(
-    target: Target,
-    request: GenerationRequest,
-    sampler: Sampler,
-    out: OutputStream,
-    cancelled: Callable[[], bool],
-    clock: Clock,
-) -> Generator[Event, None, FinishReason]:
-    logits = target.read_prompt(prepare_context(target, request.prompt_tokens), cancelled)
+def _decode_loop(target: Target, generation: Generation, cancelled: Callable[[], bool]
+                 ) -> Generator[Event, None, FinishReason]:
+    request, sampler, out = generation.request, generation.sampler, generation.out
+    logits = generation.read_prompt(target, cancelled)
     if logits is None:
         return FinishReason.CANCELLED
-    clock.mark_prompt_done()
     while True:
         if cancelled():
             return FinishReason.CANCELLED

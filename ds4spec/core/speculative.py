@@ -28,9 +28,8 @@ from ds4spec.core.align import align_draft
 from ds4spec.core.contracts import DraftPolicy, Proposer, Target
 from ds4spec.core.drafting import DraftContext
 from ds4spec.core.events import CycleReport, Event, FinishReason, Provenance
-from ds4spec.core.plain import Clock, GenerationRequest, OutputStream, prepare_context
-from ds4spec.core.sampling import Sampler
-from ds4spec.core.stats import EventCounts, GenerationStats
+from ds4spec.core.plain import Generation, GenerationRequest
+from ds4spec.core.stats import EventCounts
 from ds4spec.core.verify import Verdict, verify_draft
 
 ALIGN_WINDOW = 8  # committed target tokens re-tokenized with each draft
@@ -53,24 +52,22 @@ def generate_speculative(
     cancelled: Callable[[], bool] = lambda: False,
 ) -> Iterator[Event]:
     settings = settings or SpecSettings()
-    sampler = Sampler(request.sampling)
-    stats = GenerationStats(prompt_tokens=len(request.prompt_tokens), seed=sampler.seed)
-    out = OutputStream(target.tokenizer, request, stats)
-    clock = Clock()
-    cycle = _Cycle(target, drafter, request, settings, policy, sampler, out)
+    generation = Generation(target, request)
+    stats = generation.stats
+    cycle = _Cycle(target, drafter, generation, settings, policy)
     failures_before = drafter.failures.total
     try:
         drafter.begin(context)
         cycle.policy.begin(context)
         drafter.warm()  # with cores to spare, the drafter reads its prompt while the target reads its own
-        reason = yield from cycle.run(cancelled, clock)
+        reason = yield from cycle.run(cancelled, generation)
     except KeyboardInterrupt:
         reason = FinishReason.CANCELLED
     stats.drafter_failures = drafter.failures.total - failures_before
     stats.loop_seconds = sum(cycle.loop_samples)
     stats.loop_median_seconds = float(np.median(cycle.loop_samples)) if cycle.loop_samples else 0.0
     stats.plain_step_seconds = policy.plain_step_seconds() or 0.0
-    yield from out.finish(reason, clock)
+    yield from generation.out.finish(reason, generation.clock)
 
 
 class _Cycle:
@@ -78,33 +75,30 @@ class _Cycle:
         self,
         target: Target,
         drafter: Proposer,
-        request: GenerationRequest,
+        generation: Generation,
         settings: SpecSettings,
         policy: DraftPolicy,
-        sampler: Sampler,
-        out: OutputStream,
     ) -> None:
         self.target = target
         self.tok = target.tokenizer
         self.drafter = drafter
-        self.request = request
+        self.request = generation.request
         self.settings = settings
         self.policy = policy
-        self.sampler = sampler
-        self.out = out
-        self.stats = out.stats
+        self.sampler = generation.sampler
+        self.out = generation.out
+        self.stats = generation.stats
         self.drafter_tokens_per_target_token = 1.0
         # Per cycle, the seconds outside model calls (target passes, drafter proposals) and outside the
         # consumer: alignment, verdicts, policy, syntax tracking, detokenizing. On a GPU a large target's
         # step takes 10 to 20 ms, so this must stay well under that.
         self.loop_samples: list[float] = []
 
-    def run(self, cancelled: Callable[[], bool], clock: Clock) -> Generator[Event, None, FinishReason]:
+    def run(self, cancelled: Callable[[], bool], generation: Generation) -> Generator[Event, None, FinishReason]:
         target = self.target
-        logits = target.read_prompt(prepare_context(target, self.request.prompt_tokens), cancelled)
+        logits = generation.read_prompt(target, cancelled)
         if logits is None:
             return FinishReason.CANCELLED
-        clock.mark_prompt_done()
         pending = self.sampler.choose(logits, target.recent_tokens(self.request.sampling.repeat_last_n))
         chunk, reason = self.out.commit(pending, Provenance.TARGET)
         if chunk:

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         how = f"crashed with signal {-proc.returncode}" if proc.returncode < 0 else "failed"
         raise Ds4Error(
             f"llama.cpp {how} evaluating a tiny model; rebuild it with scripts/setup.sh install "
-            "(see README, 'Building llama.cpp')"
+            "(see docs/setup.md, 'Building llama.cpp')"
         )
     print(proc.stdout, end="")
     return 0

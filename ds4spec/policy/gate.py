@@ -23,14 +23,12 @@ from collections.abc import Iterable
 
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
-from ds4spec.policy.profile import VerifyProfile
+from ds4spec.policy.probing import ProbeBackoff
+from ds4spec.policy.profile import PRIOR_COST_PER_DRAFTED_TOKEN, VerifyProfile
 
 EMA = 0.25  # weight of a new measurement
 OUTLIER = 3.0  # a measurement above this many times the estimate counts as this many (a scheduler stall)
 PLAIN_REFRESH = 64  # cycles between plain steps at most, so that a plain step's cost never goes stale
-# Before a length is measured, and without a measured VerifyProfile, assume each drafted token adds this many plain
-# steps to a cycle (the measured verify cost alone is 0.6 to 1.0 per token on a 2-core CPU; a GPU corrects it).
-PRIOR_COST_PER_DRAFTED_TOKEN = 0.5
 OPTIMISTIC_ALPHA = 0.9  # the acceptance a drafter is given the benefit of when deciding whether to try it at all
 # A new prompt may be another kind of text: what earlier generations taught of acceptance weighs this many drafts
 # at most. Measured: after the edit workload (alpha 0.97), the gate with lookup spent 17 drafts of 7 tokens, none
@@ -201,9 +199,6 @@ class FixedLength(DraftPolicy):
 class GatedPolicy(DraftPolicy):
     """The length with the best expected rate, 0 where drafting does not pay (module docstring)."""
 
-    FIRST_PROBE_AFTER = 8
-    MAX_PROBE_INTERVAL = 256
-
     def __init__(self, draft_max: int, costs: CycleCosts | None = None, acceptance: AcceptanceModel | None = None,
                  source: str = "any") -> None:
         self.draft_max = draft_max
@@ -211,8 +206,7 @@ class GatedPolicy(DraftPolicy):
         self.costs = costs or CycleCosts()
         self.acceptance = acceptance or AcceptanceModel()
         self.candidates = candidate_lengths(draft_max)
-        self._idle = 0
-        self._probe_after = self.FIRST_PROBE_AFTER
+        self._probing = ProbeBackoff()
 
     def begin(self, context: DraftContext) -> None:
         self.acceptance.carry_over(CARRIED_TRIALS)
@@ -234,19 +228,13 @@ class GatedPolicy(DraftPolicy):
         else:
             best = max([0, *measured], key=lambda k: (self.expected_rate(k), -k))
         if best > 0:
-            self._idle = 0
-            self._probe_after = self.FIRST_PROBE_AFTER  # drafting pays again: the next lull is watched closely
+            self._probing.reset()
             # Climb: while the longest length tried is the best, try the next longer one (once).
             longer = [k for k in self.candidates if k > best and not self.costs.measured(k)]
             if best == measured[-1] and longer and not self.costs.profile.measured:
                 return longer[0]
             return best
-        self._idle += 1
-        if self._idle >= self._probe_after:
-            self._idle = 0
-            self._probe_after = min(self._probe_after * 2, self.MAX_PROBE_INTERVAL)
-            return self.candidates[0]
-        return 0
+        return self.candidates[0] if self._probing.due() else 0
 
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 SPANS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # span lengths measured: a pending token + up to 63 drafted
 PREFIX_TOKENS = 64  # context the spans are measured after (attention over an empty context is too cheap)
 REPEATS = 2  # the faster of two runs: a scheduler stall must not enter the curve
-# Without a measured curve: each drafted token adds this many plain steps (the measured CPU slope is 0.6 to 1.0;
-# too low a guess makes the first drafts cost more than they return).
+# Without a measured curve (the profile's prior, and the gate's guess for a length it has not measured): each drafted
+# token adds this many plain steps. The measured CPU slope is 0.6 to 1.0; too low a guess makes the first drafts
+# cost more than they return, and a GPU's measured profile corrects it.
 PRIOR_COST_PER_DRAFTED_TOKEN = 0.75
 
 

@@ -24,6 +24,7 @@ from ds4spec.policy.gate import (
     candidate_lengths,
     expected_tokens,
 )
+from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import Rule, RuleBook
 from ds4spec.policy.syntax import SyntaxTracker
@@ -55,22 +56,17 @@ class SourceCosts:
 class EventModel:
     """What is known of one event: acceptance per source, and when to probe again while it does not pay."""
 
-    FIRST_PROBE_AFTER = 8
-    MAX_PROBE_INTERVAL = 256
-
     def __init__(self, rule: Rule) -> None:
         self.rule = rule
         self.acceptance = {source: AcceptanceModel() for source in SOURCES}
         self.attempts = dict.fromkeys(SOURCES, 0)  # cycles that asked each source for a draft
-        self.idle = 0
-        self.probe_after = self.FIRST_PROBE_AFTER
+        self.probing = ProbeBackoff()
 
     def new_generation(self) -> None:
         """Keeps what was learned, lightly held (``CARRIED_TRIALS``), and watches the event closely again."""
         for acceptance in self.acceptance.values():
             acceptance.carry_over(CARRIED_TRIALS)
-        self.idle = 0
-        self.probe_after = self.FIRST_PROBE_AFTER
+        self.probing.reset()
 
 
 class TriggerLearning:
@@ -132,13 +128,9 @@ class TriggerPolicy(DraftPolicy):
         if best[0] > 0:
             # Only the best source: with "any", a model would be asked for the length that suits lookup
             # whenever lookup has no match (measured on edits: 18% of the time drafting, against 0% for lookup).
-            model.idle = 0
-            model.probe_after = model.FIRST_PROBE_AFTER  # drafting pays again: the next lull is watched closely
+            model.probing.reset()
             return best[0], self._ask([best[1]])
-        model.idle += 1
-        if model.idle >= model.probe_after:
-            model.idle = 0
-            model.probe_after = min(model.probe_after * 2, model.MAX_PROBE_INTERVAL)
+        if model.probing.due():
             source = max(allowed, key=lambda s: model.acceptance[s].alpha)
             return self.candidates[0], self._ask([source])
         return 0, "any"
