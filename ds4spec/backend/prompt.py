@@ -6,14 +6,13 @@ a message stays text and can never act as a control token. Only the template's o
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
 import jinja2
 import jinja2.sandbox
 
 from ds4spec.backend.tokenizer import LlamaTokenizer
-from ds4spec.core.messages import ChatMessage
+from ds4spec.core.messages import ChatMessage, split_rendered
 from ds4spec.errors import InputError, ModelError
 
 DEFAULT_CURSOR_MARKER = "<CURSOR>"
@@ -53,20 +52,13 @@ def chat_tokens(
 ) -> list[int]:
     """Renders ``messages`` with the model's own chat template and tokenizes the result.
 
-    Message contents are replaced by unique sentinels before rendering, so that the rendered markup can be
-    tokenized with special tokens parsed while every content is tokenized as plain text.
+    The rendered markup is tokenized with special tokens parsed, every content as plain text (``split_rendered``).
     """
     if not template:
         raise ModelError("this model has no chat template in its GGUF metadata")
-    sentinels = {f"\x00ds4spec-{uuid.uuid4().hex}-{i}\x00": m.content for i, m in enumerate(messages)}
-    keyed = [{"role": m.role, "content": s} for m, s in zip(messages, sentinels, strict=True)]
-    rendered = _render(template, keyed, bos=bos, eos=eos)
+    pieces, rest = split_rendered(messages, lambda keyed: _render(template, keyed, bos=bos, eos=eos))
     out: list[int] = []
-    rest = rendered
-    for sentinel, content in sentinels.items():
-        before, found, rest = rest.partition(sentinel)
-        if not found:
-            raise ModelError("the chat template dropped or altered a message; it cannot be used safely")
+    for before, content in pieces:
         out += tok.tokenize(before.encode("utf-8"), parse_special=True)
         out += tok.tokenize(content.encode("utf-8"), parse_special=False)
     out += tok.tokenize(rest.encode("utf-8"), parse_special=True)

@@ -30,7 +30,7 @@ from ds4spec.core.events import CycleReport, Finished
 from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.core.sampling import SamplingSettings
 from ds4spec.core.speculative import generate_speculative
-from ds4spec.core.stats import EventCounts, acceptance_rate, mean_accepted_length
+from ds4spec.core.stats import GenerationStats
 from ds4spec.engine.loading import check_settings, drafter_spec, load_target, spec_settings
 from ds4spec.engine.options import add_model_options, add_speculation_options, settings_from_args
 from ds4spec.engine.settings import Settings
@@ -73,21 +73,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 class Tally:
     """The sums one (workload, mode) row of the report is computed from."""
 
-    tokens: int = 0
-    seconds: float = 0.0
-    drafted: int = 0
-    accepted: int = 0
-    passes_with_draft: int = 0
-    draft_seconds: float = 0.0
-    verify_seconds: float = 0.0
+    total: GenerationStats = field(default_factory=GenerationStats)  # every run's statistics, added up
     identical: int = 0
     runs: int = 0
-    failures: int = 0
-    passes: int = 0
-    loop_seconds: float = 0.0
     loop_medians: list[float] = field(default_factory=list)  # each run's median cycle
     accepted_lengths: Counter[int] = field(default_factory=Counter)  # verify passes with a draft, by accepted
-    event_counts: dict[str, EventCounts] = field(default_factory=dict)  # every cycle, drafted or not, per event
 
     def add_cycles(self, cycles: list[CycleReport]) -> None:
         for c in cycles:
@@ -97,50 +87,43 @@ class Tally:
     def drafts_by_event(self) -> dict[str, dict[str, int]]:
         """Verify passes with a draft, drafted and accepted tokens per trigger event, for the charts; a mode
         without triggers has one event, ""."""
-        if not self.event_counts:
-            return {"": {"passes": self.passes_with_draft, "drafted": self.drafted, "accepted": self.accepted}}
+        t = self.total
+        if not t.events:
+            return {"": {"passes": t.verify_passes_with_draft, "drafted": t.drafted_tokens,
+                         "accepted": t.accepted_tokens}}
         return {name: {"passes": c.verify_passes_with_draft, "drafted": c.drafted_tokens, "accepted": c.accepted_tokens}
-                for name, c in self.event_counts.items()}
+                for name, c in t.events.items()}
 
     def add(self, finished: Finished, identical: bool) -> None:
-        s = finished.stats
-        self.tokens += s.committed_tokens
-        self.seconds += s.generation_seconds
-        self.drafted += s.drafted_tokens
-        self.accepted += s.accepted_tokens
-        self.passes_with_draft += s.verify_passes_with_draft
-        self.draft_seconds += s.draft_seconds
-        self.verify_seconds += s.verify_seconds
+        self.total.add(finished.stats)
         self.identical += identical
         self.runs += 1
-        self.failures += s.drafter_failures
-        self.passes += s.target_forward_passes
-        self.loop_seconds += s.loop_seconds
-        if s.loop_median_seconds:
-            self.loop_medians.append(s.loop_median_seconds)
-        for name, counts in s.events.items():
-            self.event_counts.setdefault(name, EventCounts()).merge(counts)
+        if finished.stats.loop_median_seconds:
+            self.loop_medians.append(finished.stats.loop_median_seconds)
 
     def row(self, plain_rate: float) -> dict[str, float | int | bool]:
-        rate = self.tokens / self.seconds if self.seconds else 0.0
+        t = self.total
+        seconds = t.generation_seconds
+        rate = t.tokens_per_second
         return {
-            "tokens": self.tokens,
-            "seconds": round(self.seconds, 3),
+            "tokens": t.committed_tokens,
+            "seconds": round(seconds, 3),
             "tokens_per_second": round(rate, 2),
             "speedup": round(rate / plain_rate, 3) if plain_rate else 0.0,
-            "acceptance": round(acceptance_rate(self.accepted, self.drafted), 3),
-            "mean_accepted_length": round(mean_accepted_length(self.accepted, self.passes_with_draft), 2),
-            "draft_share": round(self.draft_seconds / self.seconds, 3) if self.seconds else 0.0,
-            "verify_share": round(self.verify_seconds / self.seconds, 3) if self.seconds else 0.0,
+            "acceptance": round(t.acceptance_rate, 3),
+            "mean_accepted_length": round(t.mean_accepted_length, 2),
+            "draft_share": round(t.draft_seconds / seconds, 3) if seconds else 0.0,
+            "verify_share": round(t.verify_seconds / seconds, 3) if seconds else 0.0,
             "identical": self.identical,
             "runs": self.runs,
             "all_identical": self.identical == self.runs,
-            "drafter_failures": self.failures,
-            "loop_ms_mean": round(1000 * self.loop_seconds / self.passes, 3) if self.passes else 0.0,
+            "drafter_failures": t.drafter_failures,
+            "loop_ms_mean": round(1000 * t.loop_seconds / t.target_forward_passes, 3) if t.target_forward_passes
+            else 0.0,
             "loop_ms_median": round(1000 * statistics.median(self.loop_medians), 3) if self.loop_medians else 0.0,
             "events": {name: {"cycles": c.cycles, "passes": c.verify_passes_with_draft, "drafted": c.drafted_tokens,
                               "accepted": c.accepted_tokens}
-                       for name, c in sorted(self.event_counts.items(), key=lambda kv: -kv[1].cycles)},
+                       for name, c in sorted(t.events.items(), key=lambda kv: -kv[1].cycles)},
         }
 
 
@@ -169,49 +152,107 @@ def run(args: argparse.Namespace) -> int:
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": args.fixed,
         "peers": list(peer_keys),
     })
-    target = load_target(settings)
-    plans: dict[str, ModePlan] = {}
-    systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
-    tasks: list[BenchTask] = []
-    try:
-        profile = profile_for(target)
-        report.settings["verify_profile"] = {str(n): round(profile.ratio(n - 1), 3) for n in sorted(profile.spans)}
-        for mode in modes:
-            plans[mode] = load_mode(settings, mode, profile)
-        report.settings["target"] = target.name
-        report.settings["target_file"] = str(target.path)
-        report.settings["gpu_layers"] = target.n_gpu_layers
-        report.settings["drafters"] = {m: p.drafter.name for m, p in plans.items()}
-        report.settings["source_costs"] = {
-            m: {c.source: {"ms_per_token": round(c.seconds_per_token * 1000, 2),
-                           "plain_steps": round(c.seconds_per_token / profile.spans[1], 3), "asked": c.affordable}
-                for c in p.memory.costs if c.seconds_per_token is not None}
-            for m, p in plans.items()}
-        _warm_up(target)
-        for workload in workloads:
-            _run_workload(target, plans, settings, load_tasks(workload, args.limit), args.fixed, report,
-                          systems, tasks)
-        report.costs = [row for plan in plans.values() for row in learned_costs(plan)]
-    finally:
-        for p in plans.values():
-            p.drafter.close()
-        target.close()  # before the peers load: one set of models in memory at a time
+    sitting = _Sitting(settings, report, args.fixed)
+    sitting.run(modes, [load_tasks(workload, args.limit) for workload in workloads])
     _print(report)
     if peer_keys:
-        records = [*systems.values(), *_run_peers(settings, target.path, peer_keys, tasks)]
+        records = [*sitting.systems.values(), *_run_peers(settings, sitting.target_path, peer_keys, sitting.tasks)]
         report.systems = system_rows(records, workloads)
         print()
         print_systems(report.systems)
+    _write(report, args.out, args.plot)
+    return 0
+
+
+def _write(report: Report, out: Path | None, plot: Path | None) -> None:
     data = json.loads(json.dumps(asdict(report)))  # the JSON form: what --out holds and the charts read
-    if args.out:
-        args.out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        print(f"ds4spec: results written to {args.out}", file=sys.stderr)
-    if args.plot:
+    if out:
+        out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        print(f"ds4spec: results written to {out}", file=sys.stderr)
+    if plot:
         from ds4spec.bench.plots import write_plots  # matplotlib loads only when charts are asked for
 
-        paths = write_plots(data, args.plot)
-        print(f"ds4spec: {len(paths)} charts written to {args.plot}", file=sys.stderr)
-    return 0
+        paths = write_plots(data, plot)
+        print(f"ds4spec: {len(paths)} charts written to {plot}", file=sys.stderr)
+
+
+class _Sitting:
+    """ds4spec's own runs: one target, every mode's drafter and policy, each prompt run plain and then in each
+    mode. It fills the report, and keeps what the peers run beside it need (the prompts, ds4spec's results)."""
+
+    def __init__(self, settings: Settings, report: Report, fixed: bool) -> None:
+        self.settings = settings
+        self.report = report
+        self.fixed = fixed
+        self.plans: dict[str, ModePlan] = {}
+        self.systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
+        self.tasks: list[BenchTask] = []  # every prompt, as the peers get it
+        self.target_path = Path()
+
+    def run(self, modes: list[str], workloads: list[list[Task]]) -> None:
+        target = load_target(self.settings)
+        self.target_path = target.path
+        report = self.report
+        try:
+            profile = profile_for(target)
+            report.settings["verify_profile"] = {str(n): round(profile.ratio(n - 1), 3) for n in sorted(profile.spans)}
+            for mode in modes:
+                self.plans[mode] = load_mode(self.settings, mode, profile)
+            report.settings["target"] = target.name
+            report.settings["target_file"] = str(target.path)
+            report.settings["gpu_layers"] = target.n_gpu_layers
+            report.settings["drafters"] = {m: p.drafter.name for m, p in self.plans.items()}
+            report.settings["source_costs"] = {
+                m: {c.source: {"ms_per_token": round(c.seconds_per_token * 1000, 2),
+                               "plain_steps": round(c.seconds_per_token / profile.spans[1], 3), "asked": c.affordable}
+                    for c in p.memory.costs if c.seconds_per_token is not None}
+                for m, p in self.plans.items()}
+            _warm_up(target)
+            for tasks in workloads:
+                self._workload(target, tasks)
+            report.costs = [row for plan in self.plans.values() for row in learned_costs(plan)]
+        finally:
+            for p in self.plans.values():
+                p.drafter.close()
+            target.close()  # before the peers load: one set of models in memory at a time
+
+    def _workload(self, target: LlamaTarget, tasks: list[Task]) -> None:
+        workload = tasks[0].workload if tasks else "?"
+        tallies = {"plain": Tally(), **{m: Tally() for m in self.plans}}
+        for mode in tallies:
+            self.systems.setdefault(mode, SystemRuns(f"ds4spec {mode}", "ds4spec", "ds4spec plain"))
+        for task in tasks:
+            self._task(target, task, tallies)
+            print(f"ds4spec: bench {workload} {task.task_id} done", file=sys.stderr, flush=True)
+        plain_rate = tallies["plain"].row(0.0)["tokens_per_second"]
+        for mode, tally in tallies.items():
+            self.report.rows.append({"workload": workload, "mode": mode, **tally.row(float(plain_rate))})
+            if mode != "plain":
+                self.report.cycles.append({"workload": workload, "mode": mode, "events": tally.drafts_by_event(),
+                                           "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
+
+    def _task(self, target: LlamaTarget, task: Task, tallies: dict[str, Tally]) -> None:
+        request = GenerationRequest(task.prompt_tokens(target), self.settings.max_tokens, SamplingSettings(), task.stop)
+        key = (task.workload, task.task_id)
+        self.tasks.append(BenchTask(task.workload, task.task_id, tuple(request.prompt_tokens), tuple(task.stop)))
+        # Every run reads its whole prompt afresh: a context kept from the run before would be reused up to
+        # the prompt's last token, read alone instead of inside the batch, and flip near-ties (on prose, 3 of 5
+        # answers of a mode that never drafted differed from plain that way).
+        target.reset()
+        plain = _last(generate_plain(target, request))
+        tallies["plain"].add(plain, True)
+        self.systems["plain"].results[key] = result_of(plain, speculative=False)
+        self.report.runs.append(_run_record(task, "plain", plain, True))
+        for mode, plan in self.plans.items():
+            target.reset()
+            events = list(generate_speculative(target, plan.drafter, request, task.draft_context(),
+                                               spec_settings(plan.settings), policy=plan.policy(task, self.fixed)))
+            spec = _last(events)
+            identical = spec.tokens == plain.tokens
+            tallies[mode].add(spec, identical)
+            tallies[mode].add_cycles([e for e in events if isinstance(e, CycleReport)])
+            self.systems[mode].results[key] = result_of(spec, speculative=True)
+            self.report.runs.append(_run_record(task, mode, spec, identical))
 
 
 def _run_peers(settings: Settings, target_path: Path, keys: tuple[str, ...],
@@ -248,47 +289,8 @@ def _last(events: object) -> Finished:
     return finished
 
 
-def _run_workload(target: LlamaTarget, plans: dict[str, ModePlan], settings: Settings,
-                  tasks: list[Task], fixed: bool, report: Report, systems: dict[str, SystemRuns],
-                  bench_tasks: list[BenchTask]) -> None:
-    workload = tasks[0].workload if tasks else "?"
-    tallies = {"plain": Tally(), **{m: Tally() for m in plans}}
-    for mode in tallies:
-        systems.setdefault(mode, SystemRuns(f"ds4spec {mode}", "ds4spec", "ds4spec plain"))
-    sampling = SamplingSettings()  # greedy
-    for task in tasks:
-        request = GenerationRequest(task.prompt_tokens(target), settings.max_tokens, sampling, task.stop)
-        key = (workload, task.task_id)
-        bench_tasks.append(BenchTask(workload, task.task_id, tuple(request.prompt_tokens), tuple(task.stop)))
-        # Every run reads its whole prompt afresh: a context kept from the run before would be reused up to
-        # the prompt's last token, read alone instead of inside the batch, and flip near-ties (on prose, 3 of 5
-        # answers of a mode that never drafted differed from plain that way).
-        target.reset()
-        plain = _last(generate_plain(target, request))
-        tallies["plain"].add(plain, True)
-        systems["plain"].results[key] = result_of(plain, speculative=False)
-        report.runs.append(_run_record(workload, task, "plain", plain, True))
-        for mode, plan in plans.items():
-            target.reset()
-            events = list(generate_speculative(target, plan.drafter, request, task.draft_context(),
-                                               spec_settings(plan.settings), policy=plan.policy(task, fixed)))
-            spec = _last(events)
-            identical = spec.tokens == plain.tokens
-            tallies[mode].add(spec, identical)
-            tallies[mode].add_cycles([e for e in events if isinstance(e, CycleReport)])
-            systems[mode].results[key] = result_of(spec, speculative=True)
-            report.runs.append(_run_record(workload, task, mode, spec, identical))
-        print(f"ds4spec: bench {workload} {task.task_id} done", file=sys.stderr, flush=True)
-    plain_rate = tallies["plain"].row(0.0)["tokens_per_second"]
-    for mode, tally in tallies.items():
-        report.rows.append({"workload": workload, "mode": mode, **tally.row(float(plain_rate))})
-        if mode != "plain":
-            report.cycles.append({"workload": workload, "mode": mode, "events": tally.drafts_by_event(),
-                                  "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
-
-
-def _run_record(workload: str, task: Task, mode: str, finished: Finished, identical: bool) -> dict[str, object]:
-    return {"workload": workload, "task_id": task.task_id, "mode": mode, "finish": finished.reason.value,
+def _run_record(task: Task, mode: str, finished: Finished, identical: bool) -> dict[str, object]:
+    return {"workload": task.workload, "task_id": task.task_id, "mode": mode, "finish": finished.reason.value,
             "identical_to_plain": identical, **finished.stats.as_dict()}
 
 

@@ -49,6 +49,11 @@ class EventCounts:
         return mean_accepted_length(self.accepted_tokens, self.verify_passes_with_draft)
 
 
+_SUMMED = ("prompt_tokens", "committed_tokens", "target_forward_passes", "drafted_tokens", "accepted_tokens",
+           "corrected_tokens", "bonus_tokens", "verify_passes_with_draft", "drafter_failures", "prompt_seconds",
+           "generation_seconds", "draft_seconds", "verify_seconds", "loop_seconds")
+
+
 @dataclass(slots=True)
 class GenerationStats:
     prompt_tokens: int = 0
@@ -96,6 +101,15 @@ class GenerationStats:
         if self.plain_step_seconds <= 0 or self.generation_seconds <= 0:
             return 0.0
         return self.tokens_per_second * self.plain_step_seconds
+
+    def add(self, other: GenerationStats) -> None:
+        """Adds another generation's counters and times (a session's totals, a bench row); the plain step's cost
+        is the latest one measured, and the median cycle is not a sum (each run keeps its own)."""
+        for name in _SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.plain_step_seconds = other.plain_step_seconds or self.plain_step_seconds
+        for name, counts in other.events.items():
+            self.events.setdefault(name, EventCounts()).merge(counts)
 
     def as_dict(self) -> dict[str, float | int | None]:
         data: dict[str, float | int | None] = asdict(self)

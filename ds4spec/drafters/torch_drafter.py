@@ -9,7 +9,6 @@ cropped on rollback, exactly like the llama.cpp drafter's.
 from __future__ import annotations
 
 import re
-import uuid
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ import torch
 
 from ds4spec.backend.runtime import default_threads
 from ds4spec.core.drafting import DraftContext
+from ds4spec.core.messages import split_rendered
 from ds4spec.drafters.model import ModelDrafter
 from ds4spec.errors import ModelError
 
@@ -115,20 +115,17 @@ class TorchDrafter(ModelDrafter):
     def _chat_tokens(self, context: DraftContext) -> list[int]:
         """The model's chat template with an open assistant turn; message contents can never become markup.
 
-        Contents are replaced by unique sentinels for rendering; the markup between them is tokenized with
-        special tokens parsed, each content with ``split_special_tokens=True`` (as ``prompt.chat_tokens``).
+        The markup is tokenized with special tokens parsed, each content with ``split_special_tokens=True``
+        (``split_rendered``, as ``prompt.chat_tokens`` does).
         """
         if not self.tokenizer.chat_template:
             raise ModelError(f"{self.name} has no chat template")
-        messages = list(context.messages or ())
-        sentinels = {f"\x00ds4spec-{uuid.uuid4().hex}-{i}\x00": m.content for i, m in enumerate(messages)}
-        keyed = [{"role": m.role, "content": s} for m, s in zip(messages, sentinels, strict=True)]
-        rest = self.tokenizer.apply_chat_template(keyed, tokenize=False, add_generation_prompt=True)
+        pieces, rest = split_rendered(
+            context.messages or (),
+            lambda keyed: self.tokenizer.apply_chat_template(keyed, tokenize=False, add_generation_prompt=True),
+        )
         out: list[int] = []
-        for sentinel, content in sentinels.items():
-            before, found, rest = rest.partition(sentinel)
-            if not found:
-                raise ModelError("the chat template dropped or altered a message; it cannot be used safely")
+        for before, content in pieces:
             out += self.tokenizer.encode(before, add_special_tokens=False)
             out += self.tokenizer.encode(content, add_special_tokens=False, split_special_tokens=True)
         return out + self.tokenizer.encode(rest, add_special_tokens=False)

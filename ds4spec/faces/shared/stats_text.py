@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from ds4spec.core.stats import GenerationStats
+from ds4spec.core.stats import EventCounts, GenerationStats
 
 _FIELDS = {f.name for f in fields(GenerationStats)}
+_EVENT_FIELDS = {f.name for f in fields(EventCounts)}
 
 
 def answer_line(stats: GenerationStats, finish: str = "") -> str:
@@ -28,17 +29,15 @@ def answer_line(stats: GenerationStats, finish: str = "") -> str:
 
 def from_dict(data: Mapping[str, Any]) -> GenerationStats:
     """A ``GenerationStats`` back from its stored ``as_dict()`` (derived values and unknown keys ignored)."""
-    return GenerationStats(**{k: v for k, v in data.items() if k in _FIELDS})
+    stats = GenerationStats(**{k: v for k, v in data.items() if k in _FIELDS and k != "events"})
+    for name, counts in (data.get("events") or {}).items():
+        stats.events[name] = EventCounts(**{k: v for k, v in counts.items() if k in _EVENT_FIELDS})
+    return stats
 
 
 def totals(all_stats: Iterable[GenerationStats]) -> GenerationStats:
     """The sum of several answers' counters and times (the plain-step cost is the latest one measured)."""
     total = GenerationStats()
     for s in all_stats:
-        for name in ("prompt_tokens", "committed_tokens", "target_forward_passes", "drafted_tokens",
-                     "accepted_tokens", "corrected_tokens", "bonus_tokens", "verify_passes_with_draft",
-                     "drafter_failures", "prompt_seconds", "generation_seconds", "draft_seconds",
-                     "verify_seconds"):
-            setattr(total, name, getattr(total, name) + getattr(s, name))
-        total.plain_step_seconds = s.plain_step_seconds or total.plain_step_seconds
+        total.add(s)
     return total
