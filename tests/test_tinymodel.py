@@ -158,7 +158,8 @@ def test_builds_are_byte_identical_for_same_seed(tmp_path: Path, tiny_models: di
         "    p = build_tiny_gguf(Path(sys.argv[1]) / (kind + '.gguf'), tokenizer=kind)\n"
         "    print(hashlib.sha256(p.read_bytes()).hexdigest())\n"
     )
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(Path(ds4spec.__file__).parent.parent)}
+    path = os.pathsep.join([str(Path(__file__).parent), str(Path(ds4spec.__file__).parent.parent)])
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": path}
     command = [sys.executable, "-c", script, str(tmp_path / "child")]
     child = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     expected = [hashlib.sha256(tiny_models[kind].read_bytes()).hexdigest() for kind in ("bpe", "spm")]

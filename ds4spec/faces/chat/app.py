@@ -24,29 +24,20 @@ from ds4spec.core.events import CycleReport, Finished, FinishReason, TextChunk
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import Ds4Error, InputError
-from ds4spec.faces.chat.loading_panel import LoadingPanel
+from ds4spec.faces.chat.loading_panel import Loader, LoadingPanel, default_loader
 from ds4spec.faces.chat.provenance import legend
 from ds4spec.faces.chat.screens import SessionsScreen
 from ds4spec.faces.chat.status import StatusBar, StatusState
 from ds4spec.faces.chat.widgets import ChatInput, MessageView, NoteView
 from ds4spec.faces.shared.conversation import Conversation
 from ds4spec.faces.shared.sessions import SessionStore
-from ds4spec.store.progress import ProgressListener
 
 MIN_WIDTH, MIN_HEIGHT = 40, 10
-# (settings, progress listener, stage, note) -> Engine; see ds4spec.faces.chat.loader.prepare_engine.
-Loader = Callable[[Settings, ProgressListener, Callable[[str], None], Callable[[str], None]], Engine]
 
 
 class _AppGone(Exception):
     """The app stopped while a worker still had something to show."""
 
-
-def _default_loader(settings: Settings, listener: ProgressListener, stage: Callable[[str], None],
-                    note: Callable[[str], None]) -> Engine:
-    from ds4spec.faces.chat.loader import prepare_engine
-
-    return prepare_engine(settings, listener=listener, stage=stage, note=note)
 
 
 class ChatApp(App[None]):
@@ -79,12 +70,11 @@ class ChatApp(App[None]):
         self.store = store
         self.conversation = Conversation(engine, store, session_id)
         self.status_state = StatusState()
-        self._loader = loader or _default_loader
+        self._loader = loader or default_loader
         self._cancel = threading.Event()
         self.busy = False  # an answer or a command is running: one at a time
         self.submissions = 0  # Enter presses handled so far: what a test waits on before looking
         self.load_error: str | None = None
-        self._shown_progress: tuple[str, int] | None = None
 
     # -- layout ------------------------------------------------------------------------------------------
 
@@ -157,47 +147,19 @@ class ChatApp(App[None]):
 
     def start_loading(self) -> None:
         self._set_phase("loading")
-        self._loading_stage("loading the models")
-        self._load()
+        self.query_one(LoadingPanel).load(self._loader, self.settings)
 
-    @work(thread=True, group="load", exit_on_error=False)
-    def _load(self) -> None:
-        try:
-            engine = self._loader(self.settings, self._progress_from_thread,
-                                  lambda text: self._ui(self._loading_stage, text),
-                                  self._note_from_thread)
-        except Ds4Error as exc:
-            self._ui(self._load_failed, str(exc))
-            return
-        except Exception as exc:  # llama.cpp and friends: the message still belongs on screen, not a traceback
-            self._ui(self._load_failed, f"{type(exc).__name__}: {exc}")
-            return
-        try:
-            self._ui(self._engine_ready, engine)
-        except _AppGone:
-            engine.close()
+    async def on_loading_panel_note(self, message: LoadingPanel.Note) -> None:
+        await self.note(message.text)
 
-    def _note_from_thread(self, text: str) -> None:
-        """A note from loading, or later from the engine (a drafter swapped by /draft that cannot pay)."""
-        with contextlib.suppress(_AppGone):  # nobody is left to read it
-            self._ui(self.note, text)
-
-    def _progress_from_thread(self, label: str, done: int, total: int) -> None:
-        # Only whole-percent steps cross threads: a download reports every chunk.
-        step = (label, done * 100 // max(total, 1))
-        if step != self._shown_progress:
-            self._shown_progress = step
-            self._ui(self.query_one(LoadingPanel).progress, label, done, total)
-
-    def _loading_stage(self, text: str) -> None:
-        self._shown_progress = None
-        self.query_one(LoadingPanel).stage(text)
-
-    def _load_failed(self, message: str) -> None:
-        self.load_error = message
-        self.query_one(LoadingPanel).failed(message)
+    def on_loading_panel_failed(self, message: LoadingPanel.Failed) -> None:
+        self.load_error = message.why
+        self.query_one(LoadingPanel).failed(message.why)
         self._set_phase("error")
-        self.notify(message, title="could not load the models", severity="error", timeout=15)
+        self.notify(message.why, title="could not load the models", severity="error", timeout=15)
+
+    def on_loading_panel_loaded(self, message: LoadingPanel.Loaded) -> None:
+        self._engine_ready(message.engine)
 
     def _engine_ready(self, engine: Engine) -> None:
         self.conversation.engine = engine
