@@ -153,10 +153,10 @@ def run(args: argparse.Namespace) -> int:
         "peers": list(peer_keys),
     })
     sitting = _Sitting(settings, report, args.fixed)
-    sitting.run(modes, [load_tasks(workload, args.limit) for workload in workloads])
+    target_path = sitting.run(modes, [load_tasks(workload, args.limit) for workload in workloads])
     _print(report)
     if peer_keys:
-        records = [*sitting.systems.values(), *_run_peers(settings, sitting.target_path, peer_keys, sitting.tasks)]
+        records = [*sitting.systems.values(), *_run_peers(settings, target_path, peer_keys, sitting.tasks)]
         report.systems = system_rows(records, workloads)
         print()
         print_systems(report.systems)
@@ -187,11 +187,10 @@ class _Sitting:
         self.plans: dict[str, ModePlan] = {}
         self.systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
         self.tasks: list[BenchTask] = []  # every prompt, as the peers get it
-        self.target_path = Path()
 
-    def run(self, modes: list[str], workloads: list[list[Task]]) -> None:
+    def run(self, modes: list[str], workloads: list[list[Task]]) -> Path:
+        """Runs every task plain and in every mode; returns the target's file (for the peers)."""
         target = load_target(self.settings)
-        self.target_path = target.path
         report = self.report
         try:
             profile = profile_for(target)
@@ -215,6 +214,7 @@ class _Sitting:
             for p in self.plans.values():
                 p.drafter.close()
             target.close()  # before the peers load: one set of models in memory at a time
+        return target.path
 
     def _workload(self, target: LlamaTarget, tasks: list[Task]) -> None:
         workload = tasks[0].workload if tasks else "?"

@@ -42,6 +42,7 @@ from ds4spec.policy.profile import VerifyProfile, profile_for
 from ds4spec.policy.rules import RuleBook
 
 Cancelled = Callable[[], bool]
+FIT_HINT = "shorten it or raise --ctx"  # what a user can do about a prompt longer than the context
 
 
 def _never() -> bool:
@@ -148,7 +149,7 @@ class Engine:
     # -- prompts ----------------------------------------------------------------------------------------
 
     def completion_prompt(self, prefix: str, suffix: str | None = None, language: str | None = None, *,
-                          keep_end: bool = False, hint: str = "shorten it or raise --ctx") -> Prompt:
+                          keep_end: bool = False, hint: str = FIT_HINT) -> Prompt:
         """Continue ``prefix``; with a ``suffix``, fill in the middle between the two. ``language`` (a name,
         fence tag or file name) picks the trigger rules; default: the settings' ``language``. With ``keep_end``
         a completion too long for the context loses its beginning instead of being refused; ``hint`` ends the
@@ -178,7 +179,7 @@ class Engine:
         self.check_fits(tokens)
         return Prompt(tokens, DraftContext(messages=tuple(messages)), "markdown")
 
-    def check_fits(self, tokens: Sequence[int], hint: str = "shorten it or raise --ctx") -> None:
+    def check_fits(self, tokens: Sequence[int], hint: str = FIT_HINT) -> None:
         if not tokens:
             # A model that adds no start token turns an empty text into no tokens: nothing to predict from.
             raise InputError("the prompt is empty and the model adds no start token: there is nothing to continue")
