@@ -23,6 +23,11 @@ def models_dir() -> Path:
     return data_dir() / "models"
 
 
+def cache_dir() -> Path:
+    """Rebuildable things (llama.cpp builds, an sdist): where ``scripts/setup.sh`` keeps its wheels too."""
+    return Path(platformdirs.user_cache_dir(APP))
+
+
 def config_dir() -> Path:
     """``$DS4SPEC_HOME/config`` when DS4SPEC_HOME is set, so that one variable isolates everything."""
     home = os.environ.get("DS4SPEC_HOME")

@@ -18,8 +18,8 @@ from PIL import Image
 
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
-from ds4spec.bench.peer_runs import BenchTask, run_peer_groups
-from ds4spec.bench.peers import PEER_KEYS, PeerSetup, parse_peers
+from ds4spec.bench.peer_runs import run_peer_groups
+from ds4spec.bench.peers import PEER_KEYS, BenchTask, PeerSetup, parse_peers
 from ds4spec.bench.peers.llama_lookup import _score
 from ds4spec.bench.peers.llama_plain import LlamaPlainPeer
 from ds4spec.bench.systems import system_rows
@@ -45,7 +45,7 @@ def test_all_peers_run_and_every_system_has_a_row_and_charts_are_png(tiny_models
     target, drafter = str(tiny_models["bpe"]), str(tiny_models["spm"])
     out, plots = tmp_path / "bench.json", tmp_path / "plots"
     proc = bench("--target", target, "--draft", drafter, "--mode", drafter, "--mode", "lookup",
-                 "--workload", "humaneval", "--workload", "edits", "--peers", "all", "--plot", str(plots),
+                 "--workload", "humaneval", "--workload", "edits", "--peers", "llama,lookup,hf", "--plot", str(plots),
                  "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
@@ -123,7 +123,7 @@ def test_llama_plain_peer_stops_exactly_where_ds4spec_plain_does(tiny_bpe_gguf: 
                 stop = text[len(text) // 2: len(text) // 2 + 3]
                 for budget, stops in ((40, ()), (7, ()), (40, (stop,)), (40, task.stop)):
                     ours = _plain(target, prompt, budget, stops)
-                    theirs = peer.run(prompt, budget, stops)
+                    theirs = peer.run(BenchTask("humaneval", task.task_id, tuple(prompt), stops), budget)
                     assert theirs.tokens == ours.tokens, (task.task_id, budget, stops)
                     assert theirs.finish == ours.reason.value
                     assert theirs.timed_tokens == len(theirs.tokens) and theirs.seconds > 0

@@ -21,10 +21,11 @@ from pathlib import Path
 from ds4spec import __version__
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mode
-from ds4spec.bench.peer_runs import BenchTask, SystemRuns, run_peer_groups
-from ds4spec.bench.peers import PEER_KEYS, PeerSetup, build_peer_groups, parse_peers
+from ds4spec.bench.peer_runs import SystemRuns, run_peer_groups
+from ds4spec.bench.peers import PEER_KEYS, BenchTask, PeerSetup, build_peer_groups, parse_peers
 from ds4spec.bench.peers.base import TargetVocab
-from ds4spec.bench.systems import print_systems, result_of, system_rows
+from ds4spec.bench.peers.family_drafter import family_drafter
+from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, result_of, system_rows
 from ds4spec.bench.workloads import WORKLOADS, Task, load_tasks
 from ds4spec.core.events import CycleReport, Finished
 from ds4spec.core.plain import GenerationRequest, generate_plain
@@ -64,7 +65,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--peers", metavar="LIST", help="also run other systems on the same target file and prompts: "
                    f"all, or a comma-separated list of {', '.join(PEER_KEYS)} (llama: llama.cpp plain decoding, "
                    "always run as the baseline; lookup: llama-cpp-python's prompt lookup decoding; hf: "
-                   "transformers, plain and assisted by the pair's drafter)")
+                   "transformers, plain and assisted by the pair's drafter; llama-server: llama.cpp's own server, "
+                   "built once from the same llama.cpp, plain and with --spec-type ngram-simple, ngram-mod, "
+                   "ngram-map-k and draft-simple; llama-server:TYPE adds another --spec-type)")
+    g.add_argument("--peer-draft", metavar="MODEL", help="the drafter of llama-server's draft modes, a model "
+                   "name or GGUF path with the target's vocabulary (default: the smallest pulled model that "
+                   "has it, such as qwen2.5-coder-0.5b for a Qwen target)")
     g.add_argument("--plot", type=Path, metavar="DIR", help="write PNG charts of the results into DIR")
     p.set_defaults(func=run)
 
@@ -156,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
     target_path = sitting.run(modes, [load_tasks(workload, args.limit) for workload in workloads])
     _print(report)
     if peer_keys:
-        records = [*sitting.systems.values(), *_run_peers(settings, target_path, peer_keys, sitting.tasks)]
+        records = [*sitting.systems.values(),
+                   *_run_peers(settings, target_path, peer_keys, sitting.tasks, args.peer_draft)]
         report.systems = system_rows(records, workloads)
         print()
         print_systems(report.systems)
@@ -220,7 +227,7 @@ class _Sitting:
         workload = tasks[0].workload if tasks else "?"
         tallies = {"plain": Tally(), **{m: Tally() for m in self.plans}}
         for mode in tallies:
-            self.systems.setdefault(mode, SystemRuns(f"ds4spec {mode}", "ds4spec", "ds4spec plain"))
+            self.systems.setdefault(mode, SystemRuns(f"ds4spec {mode}", "ds4spec", DS4SPEC_PLAIN))
         for task in tasks:
             self._task(target, task, tallies)
             print(f"ds4spec: bench {workload} {task.task_id} done", file=sys.stderr, flush=True)
@@ -234,7 +241,8 @@ class _Sitting:
     def _task(self, target: LlamaTarget, task: Task, tallies: dict[str, Tally]) -> None:
         request = GenerationRequest(task.prompt_tokens(target), self.settings.max_tokens, SamplingSettings(), task.stop)
         key = (task.workload, task.task_id)
-        self.tasks.append(BenchTask(task.workload, task.task_id, tuple(request.prompt_tokens), tuple(task.stop)))
+        self.tasks.append(BenchTask(task.workload, task.task_id, tuple(request.prompt_tokens), tuple(task.stop),
+                                    task.text, task.messages or ()))
         # Every run reads its whole prompt afresh: a context kept from the run before would be reused up to
         # the prompt's last token, read alone instead of inside the batch, and flip near-ties (on prose, 3 of 5
         # answers of a mode that never drafted differed from plain that way).
@@ -255,16 +263,22 @@ class _Sitting:
             self.report.runs.append(_run_record(task, mode, spec, identical))
 
 
-def _run_peers(settings: Settings, target_path: Path, keys: tuple[str, ...],
-               tasks: list[BenchTask]) -> list[SystemRuns]:
+def _run_peers(settings: Settings, target_path: Path, keys: tuple[str, ...], tasks: list[BenchTask],
+               peer_draft: str | None) -> list[SystemRuns]:
     try:
         drafter, problem = drafter_spec(settings).model, None
     except Ds4Error as exc:  # an unknown pair: the assisted peer reports it, the others run
         drafter, problem = None, str(exc)
     with TargetVocab(target_path) as vocab:
+        family, family_problem = family_drafter(target_path, vocab.meta("tokenizer.ggml.pre"), vocab.tokenizer.n_vocab,
+                                                peer_draft)
         setup = PeerSetup(target_path, vocab.tokenizer, settings.ctx, settings.batch, settings.threads,
-                          settings.gpu_layers, drafter, problem)
-        return run_peer_groups(build_peer_groups(keys, setup), tasks, settings.max_tokens)
+                          settings.gpu_layers, drafter, problem, family, family_problem)
+        return run_peer_groups(build_peer_groups(keys, setup, _stderr), tasks, settings.max_tokens)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _sweep_modes(text: str) -> list[str]:

@@ -10,21 +10,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ds4spec.bench.peers import Peer, PeerResult
+from ds4spec.bench.peers import BenchTask, Peer, PeerResult
 
 WARMUP_TOKENS = 8  # one short untimed generation per peer, so the first measured run pays no page faults
-
-
-@dataclass(frozen=True, slots=True)
-class BenchTask:
-    """One prompt as every system receives it: the target's token ids, and the stop strings."""
-
-    workload: str
-    task_id: str
-    prompt: tuple[int, ...]
-    stop: tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -76,7 +66,7 @@ def _run_group(group: Sequence[Peer], tasks: Sequence[BenchTask], max_tokens: in
         for task in tasks:
             for peer, record in live:
                 try:
-                    record.results[(task.workload, task.task_id)] = peer.run(task.prompt, max_tokens, task.stop)
+                    record.results[(task.workload, task.task_id)] = peer.run(task, max_tokens)
                 except Exception as exc:  # one bad run is a row's note, not the end of the bench
                     record.fail(f"{task.task_id}", exc)
             if live:
@@ -104,7 +94,7 @@ def _start(peer: Peer, record: SystemRuns, tasks: Sequence[BenchTask], log: Call
     try:
         peer.load()
         if tasks:
-            peer.run(tasks[0].prompt, WARMUP_TOKENS, ())
+            peer.run(replace(tasks[0], stop=()), WARMUP_TOKENS)
     except Exception as exc:
         record.fail("load", exc)
         log(f"ds4spec: peer {peer.name} failed: {record.reason}")

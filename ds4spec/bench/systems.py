@@ -1,8 +1,9 @@
 """The cross-system table of ``ds4spec bench --peers``: one row per system and workload.
 
-Each row: tokens/s, speedup over the system's own plain run and over llama.cpp plain, acceptance where the
-system has drafts it can count, and on how many prompts its greedy tokens equal llama.cpp plain's and its
-own plain run's. A system that could not run still has its rows, with the status and the reason.
+Each row: tokens/s, speedup over the system's own plain run, over llama.cpp plain and over ds4spec plain,
+drafted and accepted tokens and the acceptance where the system counts them, and on how many prompts its
+greedy tokens equal llama.cpp plain's, ds4spec plain's and its own plain run's. A system that could not run
+still has its rows, with the status and the reason.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Sequence
 from ds4spec.bench.peer_runs import SystemRuns
 from ds4spec.bench.peers import LLAMA_PLAIN, PeerResult
 from ds4spec.core.events import Finished
+
+DS4SPEC_PLAIN = "ds4spec plain"
 
 Row = dict[str, object]
 
@@ -51,6 +54,7 @@ def system_rows(systems: Sequence[SystemRuns], workloads: Sequence[str]) -> list
             accepted = sum(r.accepted or 0 for r in mine.values())
             passes = sum(r.passes_with_draft or 0 for r in mine.values())
             vs_llama = _matches(mine, by_name.get(LLAMA_PLAIN)) if s.name != LLAMA_PLAIN else None
+            vs_ds4 = _matches(mine, by_name.get(DS4SPEC_PLAIN)) if s.name != DS4SPEC_PLAIN else None
             vs_own = _matches(mine, by_name.get(s.baseline)) if s.name != s.baseline else None
             rows.append({
                 "workload": workload, "system": s.name, "family": s.family, "baseline": s.baseline,
@@ -60,10 +64,15 @@ def system_rows(systems: Sequence[SystemRuns], workloads: Sequence[str]) -> list
                 "tokens_per_second": round(rate, 2) if rate is not None else None,
                 "speedup_own": _ratio(rate, rates.get(s.baseline)),
                 "speedup_vs_llama_plain": _ratio(rate, rates.get(LLAMA_PLAIN)),
+                "speedup_vs_ds4spec_plain": _ratio(rate, rates.get(DS4SPEC_PLAIN)),
+                "drafted": sum(drafted) if drafted else None,
+                "accepted": accepted if drafted else None,
                 "acceptance": round(accepted / sum(drafted), 3) if drafted and sum(drafted) else None,
                 "mean_accepted_length": round(accepted / passes, 2) if drafted and passes else None,
                 "matches_llama_plain": vs_llama[0] if vs_llama else None,
                 "compared_llama_plain": vs_llama[1] if vs_llama else None,
+                "matches_ds4spec_plain": vs_ds4[0] if vs_ds4 else None,
+                "compared_ds4spec_plain": vs_ds4[1] if vs_ds4 else None,
                 "matches_own_plain": vs_own[0] if vs_own else None,
                 "compared_own_plain": vs_own[1] if vs_own else None,
             })
@@ -80,13 +89,14 @@ def _fraction(row: Row, key: str) -> str:
 
 
 def print_systems(rows: Sequence[Row]) -> None:
-    head = (f"{'workload':<10} {'system':<26} {'tok/s':>7} {'vs own':>7} {'vs llama':>8} {'accept':>6} "
-            f"{'=llama':>6} {'=own':>6}  status")
+    head = (f"{'workload':<10} {'system':<26} {'tok/s':>7} {'vs own':>7} {'vs llama':>8} {'vs ds4':>7} "
+            f"{'drafted':>8} {'accept':>6} {'=llama':>6} {'=ds4':>6} {'=own':>6}  status")
     print(head)
     print("-" * len(head))
     for r in rows:
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason']}"
         print(f"{r['workload']:<10} {r['system']:<26} {_cell(r['tokens_per_second'], '.2f'):>7} "
               f"{_cell(r['speedup_own'], '.2f'):>7} {_cell(r['speedup_vs_llama_plain'], '.2f'):>8} "
-              f"{_cell(r['acceptance'], '.0%'):>6} {_fraction(r, 'llama_plain'):>6} {_fraction(r, 'own_plain'):>6}  "
-              f"{status}")
+              f"{_cell(r['speedup_vs_ds4spec_plain'], '.2f'):>7} {_cell(r['drafted'], 'd'):>8} "
+              f"{_cell(r['acceptance'], '.0%'):>6} {_fraction(r, 'llama_plain'):>6} {_fraction(r, 'ds4spec_plain'):>6} "
+              f"{_fraction(r, 'own_plain'):>6}  {status}")

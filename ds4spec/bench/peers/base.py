@@ -11,6 +11,7 @@ file (:class:`TargetVocab`), instead of relying on its own, slightly different, 
 from __future__ import annotations
 
 import abc
+import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from ds4spec.backend.runtime import init_llama, llama_cpp
 from ds4spec.backend.tokenizer import LlamaTokenizer
 from ds4spec.core.events import FinishReason, Provenance
+from ds4spec.core.messages import ChatMessage
 from ds4spec.core.plain import GenerationRequest, OutputStream
 from ds4spec.core.stats import GenerationStats
 from ds4spec.errors import ModelError
@@ -43,6 +45,19 @@ class PeerResult:
 
 
 @dataclass(frozen=True, slots=True)
+class BenchTask:
+    """One prompt as every system receives it: the target's token ids and the stop strings, and what they were
+    made from (the raw text of a completion prompt, or the chat turns), for a peer that renders prompts itself."""
+
+    workload: str
+    task_id: str
+    prompt: tuple[int, ...]
+    stop: tuple[str, ...]
+    text: str | None = None
+    messages: tuple[ChatMessage, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PeerSetup:
     """What the bench hands every peer: the same files and limits its own target uses."""
 
@@ -54,6 +69,9 @@ class PeerSetup:
     gpu_layers: int | None  # None: all layers when llama.cpp has GPU support
     drafter: str | None  # the pair's model drafter (name, GGUF path or transformers directory), if any
     drafter_problem: str | None = None  # why there is no model drafter, when there is none
+    # A drafter with the target's own vocabulary, for llama.cpp's draft modes (they refuse another vocabulary).
+    family_drafter: Path | None = None
+    family_drafter_problem: str | None = None  # why there is none
 
 
 class Peer(abc.ABC):
@@ -73,8 +91,8 @@ class Peer(abc.ABC):
     def load(self) -> None: ...
 
     @abc.abstractmethod
-    def run(self, prompt: Sequence[int], max_tokens: int, stop: Sequence[str]) -> PeerResult:
-        """Greedy generation from the target token ids ``prompt``."""
+    def run(self, task: BenchTask, max_tokens: int) -> PeerResult:
+        """Greedy generation from the target token ids ``task.prompt``."""
 
     def close(self) -> None:  # noqa: B027 - a peer with nothing to free keeps the default
         pass
@@ -117,6 +135,13 @@ class TargetVocab:
             raise ModelError(f"llama.cpp could not read the vocabulary of {path}")
         self._model = model
         self.tokenizer = LlamaTokenizer(llama_cpp.llama_model_get_vocab(model))
+
+    def meta(self, key: str) -> str:
+        """A GGUF metadata value as text ("" when the file has none), e.g. ``tokenizer.ggml.pre``."""
+        size = 256
+        buf = ctypes.create_string_buffer(size)
+        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode("utf-8"), buf, size)
+        return buf.value.decode("utf-8", "replace") if n >= 0 else ""
 
     def close(self) -> None:
         model, self._model = self._model, None

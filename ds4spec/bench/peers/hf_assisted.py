@@ -16,11 +16,10 @@ not credited to the timed part.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ds4spec.bench.peers.base import OutputRule, Peer, PeerResult, PeerSetup
+from ds4spec.bench.peers.base import BenchTask, OutputRule, Peer, PeerResult, PeerSetup
 from ds4spec.bench.peers.hf_loading import HfModel, load_hf_model, missing_packages
 from ds4spec.errors import Ds4Error
 
@@ -107,13 +106,14 @@ class HfPlainPeer(Peer):
     def _extra(self) -> dict[str, Any]:
         return {}
 
-    def run(self, prompt: Sequence[int], max_tokens: int, stop: Sequence[str]) -> PeerResult:
+    def run(self, task: BenchTask, max_tokens: int) -> PeerResult:
         import torch
         from transformers import GenerationConfig, StoppingCriteriaList
 
         hf = self._hf
         assert hf is not None, "run before load"
-        rule = OutputRule(self.setup.vocab, prompt, max_tokens, stop)
+        prompt = task.prompt
+        rule = OutputRule(self.setup.vocab, prompt, max_tokens, task.stop)
         eog = sorted(self.setup.vocab.eog_tokens())
         # A config of our own: the GGUF's may carry sampling defaults that greedy decoding must not see.
         config = GenerationConfig(max_new_tokens=max(min(max_tokens, self.setup.n_ctx - len(prompt)), 1),
@@ -182,7 +182,7 @@ class HfAssistedPeer(HfPlainPeer):
         return {"assistant_model": self._assistant.model, "tokenizer": self._hf.tokenizer,
                 "assistant_tokenizer": self._assistant.tokenizer}
 
-    def run(self, prompt: Sequence[int], max_tokens: int, stop: Sequence[str]) -> PeerResult:
+    def run(self, task: BenchTask, max_tokens: int) -> PeerResult:
         assert self._hf is not None
         self._keeps = []
 
@@ -191,7 +191,7 @@ class HfAssistedPeer(HfPlainPeer):
 
         handle = self._hf.model.register_forward_pre_hook(note, with_kwargs=True)
         try:
-            return super().run(prompt, max_tokens, stop)
+            return super().run(task, max_tokens)
         finally:
             handle.remove()
 

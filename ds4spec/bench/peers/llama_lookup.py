@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ds4spec.bench.peers.base import PeerResult
+from ds4spec.bench.peers.base import BenchTask, PeerResult
 from ds4spec.bench.peers.llama_plain import LLAMA_PLAIN, LlamaPlainPeer
 
 NUM_PRED_TOKENS = 10  # llama-cpp-python's default, and the value of the field notes' measurement
@@ -66,9 +66,10 @@ class LlamaLookupPeer(LlamaPlainPeer):
         self._lookup = _recording_lookup(NUM_PRED_TOKENS, MAX_NGRAM_SIZE)
         self._llama = Llama(**self._llama_kwargs(), draft_model=self._lookup, logits_all=True)
 
-    def run(self, prompt: Sequence[int], max_tokens: int, stop: Sequence[str]) -> PeerResult:
+    def run(self, task: BenchTask, max_tokens: int) -> PeerResult:
+        prompt = task.prompt
         self._lookup.proposals.clear()
-        rule, first = self._generate(prompt, max_tokens, stop)
+        rule, first = self._generate(prompt, max_tokens, task.stop)
         seconds = time.perf_counter() - first if first else 0.0
         drafted, accepted, passes = _score([*prompt, *rule.tokens], self._lookup.proposals)
         return PeerResult(rule.tokens, seconds, len(rule.tokens), rule.reason, drafted, accepted, passes)

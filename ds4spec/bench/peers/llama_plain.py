@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama
-from ds4spec.bench.peers.base import OutputRule, Peer, PeerResult
+from ds4spec.bench.peers.base import BenchTask, OutputRule, Peer, PeerResult
 
 LLAMA_PLAIN = "llama.cpp plain"
 
@@ -44,8 +44,9 @@ class LlamaPlainPeer(Peer):
         init_llama()  # routes llama.cpp's log through ds4spec's, as for the target
         self._llama = Llama(**self._llama_kwargs())
 
-    def run(self, prompt: Sequence[int], max_tokens: int, stop: Sequence[str]) -> PeerResult:
-        rule, first = self._generate(prompt, max_tokens, stop)
+    def run(self, task: BenchTask, max_tokens: int) -> PeerResult:
+        prompt = task.prompt
+        rule, first = self._generate(prompt, max_tokens, task.stop)
         seconds = time.perf_counter() - first if first else 0.0
         return PeerResult(rule.tokens, seconds, len(rule.tokens), rule.reason)
 
