@@ -12,7 +12,7 @@ from spec_helpers import run_plain
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.plain import GenerationRequest
-from ds4spec.policy.profile import SPANS, VerifyProfile, cache_file, measure, profile_for
+from ds4spec.policy.profile import SPANS, VerifyProfile, cache_file, consistent, measure, profile_for
 
 # Measured on a 2-core CPU with Qwen2.5-Coder-1.5B Q4_K_M (seconds per span length): linear, a jump at 8, a dip at 16.
 CPU = VerifyProfile({1: 0.031, 2: 0.059, 4: 0.104, 8: 0.233, 12: 0.294, 16: 0.285, 32: 0.446, 64: 0.721}, "measured")
@@ -92,6 +92,25 @@ def test_a_damaged_cache_costs_only_a_new_measurement(target: LlamaTarget, conte
     path.write_text(content.replace("KEY", fingerprint(target)), encoding="utf-8")
     assert profile_for(target, announce=False).source == "measured"
     assert fingerprint(target) in json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_a_curve_measured_while_something_else_ran_is_measured_again_and_not_kept() -> None:
+    """Real curves dip a little (Q4_K_M at 16 tokens, Q8_0 on AVX2 at 4: 12%); a disturbed one dips far more."""
+    assert consistent(CPU.spans)
+    assert consistent({1: 0.0644, 2: 0.0895, 3: 0.1423, 4: 0.1256, 8: 0.2151})  # Q8_0, AVX2, field notes
+    disturbed = {1: 0.0482, 2: 0.0837, 3: 0.1786, 4: 0.1437, 6: 0.4242, 8: 0.3080}  # F16, once cached as measured
+    assert not consistent(disturbed)
+    assert consistent({1: 0.00030, 2: 0.00041, 3: 0.00022})  # a tiny model's microseconds: noise, not a disturbance
+
+
+def test_a_disturbed_cached_curve_is_measured_afresh(target: LlamaTarget) -> None:
+    from ds4spec.policy.profile import fingerprint
+
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({fingerprint(target): {"1": 0.05, "2": 0.2, "3": 0.1}}), encoding="utf-8")
+    fresh = profile_for(target, announce=False)
+    assert fresh.source == "measured" and fresh.spans[3] != 0.1
 
 
 def test_an_unwritable_cache_still_gives_a_profile(target: LlamaTarget, monkeypatch: pytest.MonkeyPatch,

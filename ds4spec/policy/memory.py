@@ -53,4 +53,5 @@ class PolicyMemory:
         if rules is not None:
             return TriggerPolicy(rules, language, draft_max, sources, self.learning)
         source = "any" if sources == self.drafter_sources else sources[0]
-        return GatedPolicy(draft_max, self.gate_costs, self.gate_acceptance, source=source)
+        return GatedPolicy(draft_max, self.gate_costs, self.gate_acceptance, source=source,
+                           model_misses="model" in sources)

@@ -1,0 +1,111 @@
+"""A drafter's real cost is what the policies judge it by: its catch-ups included, not only its cost per token.
+
+The drafters here are always right and propose instantly, so the load-time check (the cost of a drafted token)
+finds them free; what is dear is catching up with the text (a model reading the prompt and what was committed
+since it last drafted). Run through ``generate_speculative`` behind the guard, as the engine runs a model drafter
+on a CPU without cores to spare: the policy must stop asking the dear ones and keep asking the cheap one, and the
+output must equal plain decoding's whatever it decides.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from spec_helpers import OracleDrafter, run_plain, run_spec
+from tinymodel import build_tiny_gguf
+
+from ds4spec.backend.target import LlamaTarget
+from ds4spec.backend.target_options import TargetOptions
+from ds4spec.core.drafting import Draft, DraftContext
+from ds4spec.core.plain import GenerationRequest
+from ds4spec.policy.costs import seconds_per_token
+from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy, could_pay_on
+from ds4spec.policy.profile import VerifyProfile, measure
+
+PROMPT = b"def fib(n):\n"
+BUDGET = 96
+DRAFT_MAX = 8
+
+
+class DearCatchUp(OracleDrafter):
+    """Knows the target's future text; reading the prompt costs ``prompt_s``, every later catch-up ``cycle_s``."""
+
+    name = "dear-catch-up"
+
+    def __init__(self, future: bytes, prompt_s: float, cycle_s: float = 0.0) -> None:
+        super().__init__(future)
+        self.prompt_s, self.cycle_s = prompt_s, cycle_s
+        self.read_prompt = False
+        self.proposals = 0
+
+    def begin(self, context: DraftContext) -> None:
+        super().begin(context)
+        self.read_prompt = False
+
+    def prepare(self, source: str = "any") -> None:
+        time.sleep(self.cycle_s if self.read_prompt else self.prompt_s)
+        self.read_prompt = True
+
+    def propose(self, max_tokens: int) -> Draft:
+        self.proposals += 1
+        return super().propose(max_tokens)
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaTarget]:
+    """A tiny model wide enough that a step (about 1.4 ms) dwarfs the loop's own work, and memory-bound (a pass over
+    8 tokens costs about 2 steps): a drafter that is right and cheap pays here, so only its cost can stop it."""
+    path = build_tiny_gguf(tmp_path_factory.mktemp("wide") / "wide-bpe.gguf", n_embd=512, n_layer=4)
+    with LlamaTarget(path, TargetOptions(n_ctx=1024, n_gpu_layers=0)) as t:
+        yield t
+
+
+@pytest.fixture(scope="module")
+def profile(target: LlamaTarget) -> VerifyProfile:
+    return measure(target)
+
+
+def convinced_gate(profile: VerifyProfile) -> GatedPolicy:
+    """A gate sure the drafter is always right (a prior of 99% worth a thousand drafts), so that only what a cycle
+    costs can stop it: the tiny model's gibberish is often tokenized differently when re-tokenized, so real
+    acceptance here says nothing. The catch-up is charged in the loop, before any policy sees the cycle, so the
+    triggers (the default policy) see the same cost through the same ``observe``."""
+    return GatedPolicy(DRAFT_MAX, CycleCosts(profile), AcceptanceModel(prior=0.99, weight=1000.0), model_misses=True)
+
+
+def run(target: LlamaTarget, profile: VerifyProfile, prompt_s: float, cycle_s: float = 0.0) -> DearCatchUp:
+    request = GenerationRequest(target.tokenizer.tokenize(PROMPT, add_special=True), BUDGET)
+    plain = run_plain(target, request)
+    drafter = DearCatchUp(target.tokenizer.detokenize(plain.tokens), prompt_s, cycle_s)
+    # What the load-time check sees: a free drafter, which could pay on any profile.
+    step = profile.spans[1]
+    assert could_pay_on(profile, (seconds_per_token(drafter, "model") or 0.0) / step, DRAFT_MAX)
+    drafter.proposals = 0
+    finished, _, guard = run_spec(target, drafter, request, PROMPT, policy=convinced_gate(profile),
+                                  background=False)
+    assert finished.tokens == plain.tokens  # whatever the policy decided
+    guard.close()
+    return drafter
+
+
+def test_a_drafter_whose_every_catch_up_is_dear_stops_being_asked(target: LlamaTarget,
+                                                                   profile: VerifyProfile) -> None:
+    """Each catch-up costs 50 ms, tens of the target's steps: a cycle that drafts costs far more than the tokens it
+    wins. A few probes, with back-off, and no more."""
+    drafter = run(target, profile, prompt_s=0.0, cycle_s=0.05)
+    assert drafter.proposals <= 6, drafter.proposals
+
+
+def test_a_drafter_whose_prompt_read_is_dear_stops_being_asked(target: LlamaTarget, profile: VerifyProfile) -> None:
+    """Reading the prompt costs 2 s, ten times the whole plain generation: the drafting cycles after it pay it off
+    in instalments, and cannot. Before the catch-up was charged at all, this drafter was asked every cycle."""
+    drafter = run(target, profile, prompt_s=2.0)
+    assert drafter.proposals <= 6, drafter.proposals
+
+
+def test_a_drafter_whose_catch_up_is_cheap_keeps_being_asked(target: LlamaTarget, profile: VerifyProfile) -> None:
+    """The same drafter reading the prompt in a millisecond: the gate keeps asking it."""
+    drafter = run(target, profile, prompt_s=0.001)
+    assert drafter.proposals >= 12, drafter.proposals
