@@ -82,7 +82,7 @@ class LlamaTarget:
         self.tokenizer = LlamaTokenizer(llama_cpp.llama_model_get_vocab(model))
         self.n_vocab = self.tokenizer.n_vocab
         self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
-        self.metadata = self._read_metadata()
+        self.metadata = model_metadata(self._model)
         self.uses_snapshots = opts.force_snapshots or bool(
             llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
         )
@@ -103,21 +103,6 @@ class LlamaTarget:
     @property
     def chat_template(self) -> str | None:
         return self.metadata.get("tokenizer.chat_template")
-
-    def _read_metadata(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        buf = ctypes.create_string_buffer(1 << 16)
-        for i in range(llama_cpp.llama_model_meta_count(self._model)):
-            key = self._meta_string(llama_cpp.llama_model_meta_key_by_index, i, buf)
-            out[key] = self._meta_string(llama_cpp.llama_model_meta_val_str_by_index, i, buf)
-        return out
-
-    def _meta_string(self, getter: object, index: int, buf: ctypes.Array[ctypes.c_char]) -> str:
-        n = getter(self._model, index, buf, len(buf))  # type: ignore[operator]
-        if n >= len(buf):  # a long chat template: ask again with room for it
-            buf = ctypes.create_string_buffer(n + 1)
-            n = getter(self._model, index, buf, len(buf))  # type: ignore[operator]
-        return buf.raw[: max(n, 0)].decode("utf-8", errors="replace")
 
     # -- the sequence -----------------------------------------------------------------------------------
 
@@ -262,3 +247,21 @@ class LlamaTarget:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # interpreter shutdown: the library may already be gone
             self.close()
+
+
+def model_metadata(model: object) -> dict[str, str]:
+    """Every GGUF metadata value of a loaded llama.cpp model (weights or vocabulary only), as text."""
+    out: dict[str, str] = {}
+    buf = ctypes.create_string_buffer(1 << 16)
+    for i in range(llama_cpp.llama_model_meta_count(model)):
+        key = _meta_string(model, llama_cpp.llama_model_meta_key_by_index, i, buf)
+        out[key] = _meta_string(model, llama_cpp.llama_model_meta_val_str_by_index, i, buf)
+    return out
+
+
+def _meta_string(model: object, getter: object, index: int, buf: ctypes.Array[ctypes.c_char]) -> str:
+    n = getter(model, index, buf, len(buf))  # type: ignore[operator]
+    if n >= len(buf):  # a long chat template: ask again with room for it
+        buf = ctypes.create_string_buffer(n + 1)
+        n = getter(model, index, buf, len(buf))  # type: ignore[operator]
+    return buf.raw[: max(n, 0)].decode("utf-8", errors="replace")

@@ -21,8 +21,8 @@ from pathlib import Path
 from ds4spec import __version__
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mode
-from ds4spec.bench.peer_runs import SystemRuns, run_peer_groups
-from ds4spec.bench.peers import PEER_KEYS, BenchTask, PeerSetup, build_peer_groups, parse_peers
+from ds4spec.bench.peer_runs import SystemRuns, run_peer_groups, stderr_line
+from ds4spec.bench.peers import PEER_KEYS, SERVER_KEY, BenchTask, PeerSetup, build_peer_groups, parse_peers
 from ds4spec.bench.peers.base import TargetVocab
 from ds4spec.bench.peers.family_drafter import family_drafter
 from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, result_of, system_rows
@@ -270,15 +270,14 @@ def _run_peers(settings: Settings, target_path: Path, keys: tuple[str, ...], tas
     except Ds4Error as exc:  # an unknown pair: the assisted peer reports it, the others run
         drafter, problem = None, str(exc)
     with TargetVocab(target_path) as vocab:
-        family, family_problem = family_drafter(target_path, vocab.meta("tokenizer.ggml.pre"), vocab.tokenizer.n_vocab,
-                                                peer_draft)
+        family: Path | None = None
+        family_problem: str | None = None
+        if any(k.startswith(SERVER_KEY) for k in keys):  # only llama-server's draft modes take this drafter
+            family, family_problem = family_drafter(target_path, vocab.metadata.get("tokenizer.ggml.pre", ""),
+                                                    vocab.tokenizer.n_vocab, peer_draft)
         setup = PeerSetup(target_path, vocab.tokenizer, settings.ctx, settings.batch, settings.threads,
                           settings.gpu_layers, drafter, problem, family, family_problem)
-        return run_peer_groups(build_peer_groups(keys, setup, _stderr), tasks, settings.max_tokens)
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+        return run_peer_groups(build_peer_groups(keys, setup, stderr_line), tasks, settings.max_tokens)
 
 
 def _sweep_modes(text: str) -> list[str]:

@@ -43,12 +43,12 @@ def describe(exc: BaseException) -> str:
     return line if len(line) <= 200 else line[:197] + "..."
 
 
-def _stderr(line: str) -> None:
+def stderr_line(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
 def run_peer_groups(groups: Sequence[Sequence[Peer]], tasks: Sequence[BenchTask], max_tokens: int,
-                    log: Callable[[str], None] = _stderr) -> list[SystemRuns]:
+                    log: Callable[[str], None] = stderr_line) -> list[SystemRuns]:
     records: list[SystemRuns] = []
     for group in groups:
         records += _run_group(group, tasks, max_tokens, log)
@@ -107,4 +107,4 @@ def _close(peer: Peer) -> None:
     try:
         peer.close()
     except Exception as exc:  # freeing is best effort; the results are already recorded
-        _stderr(f"ds4spec: closing peer {peer.name}: {describe(exc)}")
+        stderr_line(f"ds4spec: closing peer {peer.name}: {describe(exc)}")

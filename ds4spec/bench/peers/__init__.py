@@ -28,6 +28,7 @@ __all__ = [
     "HF_PLAIN",
     "LLAMA_PLAIN",
     "PEER_KEYS",
+    "SERVER_KEY",
     "SERVER_PLAIN",
     "BenchTask",
     "Peer",

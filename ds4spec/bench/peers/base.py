@@ -11,12 +11,12 @@ file (:class:`TargetVocab`), instead of relying on its own, slightly different, 
 from __future__ import annotations
 
 import abc
-import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ds4spec.backend.runtime import init_llama, llama_cpp
+from ds4spec.backend.runtime import gpu_offload_supported, init_llama, llama_cpp
+from ds4spec.backend.target import model_metadata
 from ds4spec.backend.tokenizer import LlamaTokenizer
 from ds4spec.core.events import FinishReason, Provenance
 from ds4spec.core.messages import ChatMessage
@@ -72,6 +72,12 @@ class PeerSetup:
     # A drafter with the target's own vocabulary, for llama.cpp's draft modes (they refuse another vocabulary).
     family_drafter: Path | None = None
     family_drafter_problem: str | None = None  # why there is none
+
+    def layers_on_gpu(self, every: int) -> int:
+        """``gpu_layers``, or ``every`` (the peer's word for all layers) when unset and llama.cpp can offload."""
+        if self.gpu_layers is not None:
+            return self.gpu_layers
+        return every if gpu_offload_supported() else 0
 
 
 class Peer(abc.ABC):
@@ -135,13 +141,7 @@ class TargetVocab:
             raise ModelError(f"llama.cpp could not read the vocabulary of {path}")
         self._model = model
         self.tokenizer = LlamaTokenizer(llama_cpp.llama_model_get_vocab(model))
-
-    def meta(self, key: str) -> str:
-        """A GGUF metadata value as text ("" when the file has none), e.g. ``tokenizer.ggml.pre``."""
-        size = 256
-        buf = ctypes.create_string_buffer(size)
-        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode("utf-8"), buf, size)
-        return buf.value.decode("utf-8", "replace") if n >= 0 else ""
+        self.metadata = model_metadata(model)
 
     def close(self) -> None:
         model, self._model = self._model, None

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama
+from ds4spec.backend.runtime import default_threads, init_llama
 from ds4spec.bench.peers.base import BenchTask, OutputRule, Peer, PeerResult
 
 LLAMA_PLAIN = "llama.cpp plain"
@@ -30,7 +30,7 @@ class LlamaPlainPeer(Peer):
         """The settings ds4spec's target uses (context, batch, threads, GPU layers), in ``Llama``'s words."""
         s = self.setup
         threads = s.threads or default_threads()
-        gpu = s.gpu_layers if s.gpu_layers is not None else (-1 if gpu_offload_supported() else 0)
+        gpu = s.layers_on_gpu(-1)
         # Flash attention on: ds4spec's target leaves it on auto, which llama.cpp turns on for these models,
         # while llama-cpp-python turns it off by default. Its other kernels flip near-ties (measured: a prose
         # answer of the 1.5B target differed at the 5th token), and the baseline must compute what ds4spec does.

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from ds4spec.backend.runtime import default_threads, gpu_offload_supported
+from ds4spec.backend.runtime import default_threads
 from ds4spec.bench.peers.base import BenchTask, OutputRule, Peer, PeerResult, PeerSetup
 from ds4spec.bench.peers.server_build import ServerBuild, ServerUnavailable, installed_build
 from ds4spec.core.events import FinishReason
@@ -100,7 +100,7 @@ class LlamaServerPeer(Peer):
     def command(self, binary: Path, port: int) -> list[str]:
         s = self.setup
         threads = str(s.threads or default_threads())
-        gpu = s.gpu_layers if s.gpu_layers is not None else (999 if gpu_offload_supported() else 0)
+        gpu = s.layers_on_gpu(999)
         cmd = [str(binary), "--model", str(s.target), "--host", "127.0.0.1", "--port", str(port),
                "--ctx-size", str(s.n_ctx), "--batch-size", str(s.n_batch), "--ubatch-size", str(s.n_batch),
                "--threads", threads, "--threads-batch", threads, "--n-gpu-layers", str(gpu), "--parallel", "1",
