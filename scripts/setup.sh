@@ -193,9 +193,10 @@ install_all() {
 # The editor-client test drives a headless Neovim. Install it where apt-get can (quietly, as root or with
 # password-less sudo); never fail the set-up over it: without nvim that test is skipped and says why.
 install_test_tools() {
-    # Real terminals and real editors for the client tests: tmux (chat), Neovim and Vim (editor clients).
+    # Real terminals and real editors for the client tests: tmux (chat), Neovim and Vim (editor clients); cmake
+    # and a C++ compiler for the llama-server peer the real tier builds.
     local missing=() cmd
-    for cmd in tmux:tmux nvim:neovim vim:vim; do
+    for cmd in tmux:tmux nvim:neovim vim:vim cmake:cmake c++:g++; do
         command -v "${cmd%%:*}" >/dev/null 2>&1 || missing+=("${cmd##*:}")
     done
     [[ ${#missing[@]} -eq 0 ]] && return 0
