@@ -171,13 +171,24 @@ class Engine:
             seen = prefix.encode("utf-8")
         return Prompt(tokens, DraftContext(text=seen), language or self.settings.language)
 
-    def chat_prompt(self, messages: Sequence[ChatMessage]) -> Prompt:
+    def chat_prompt(self, messages: Sequence[ChatMessage], hint: str = FIT_HINT) -> Prompt:
         """The conversation in the target's chat template, with an open assistant turn."""
-        tok = self.target.tokenizer
-        tokens = chat_tokens(tok, self.target.chat_template, messages,
-                             bos=_special_text(tok, tok.bos), eos=_special_text(tok, tok.eos))
-        self.check_fits(tokens)
+        tokens = self._chat_tokens(messages)
+        self.check_fits(tokens, hint)
         return Prompt(tokens, DraftContext(messages=tuple(messages)), "markdown")
+
+    def chat_size(self, messages: Sequence[ChatMessage]) -> int:
+        """How many tokens of the context the conversation takes, whether it fits or not."""
+        return len(self._chat_tokens(messages))
+
+    def token_count(self, text: str) -> int:
+        """How many target tokens ``text`` is, inside a prompt (no start token)."""
+        return len(self.target.tokenizer.tokenize(text.encode("utf-8")))
+
+    def _chat_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
+        tok = self.target.tokenizer
+        return chat_tokens(tok, self.target.chat_template, messages,
+                           bos=_special_text(tok, tok.bos), eos=_special_text(tok, tok.eos))
 
     def check_fits(self, tokens: Sequence[int], hint: str = FIT_HINT) -> None:
         if not tokens:

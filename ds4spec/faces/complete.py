@@ -15,6 +15,7 @@ from typing import BinaryIO
 from ds4spec.backend.prompt import DEFAULT_CURSOR_MARKER, split_at_cursor
 from ds4spec.core.events import Event, Finished, FinishReason, TextChunk
 from ds4spec.core.stats import GenerationStats
+from ds4spec.engine.context_files import with_files
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.loading import check_settings
 from ds4spec.engine.options import (
@@ -24,6 +25,7 @@ from ds4spec.engine.options import (
     settings_from_args,
 )
 from ds4spec.errors import InputError
+from ds4spec.faces.shared.files import absolute, read_file
 from ds4spec.faces.shared.stop_request import StopRequest
 
 
@@ -46,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--json", action="store_true", help="write one JSON object (text, finish reason, "
                    "statistics) instead of streaming text")
     g.add_argument("--stats", action="store_true", help="print tokens, time and tokens/s on stderr")
+    g.add_argument("--context", action="append", default=[], metavar="FILE",
+                   help="put FILE before the text, named and fenced as the chat shows files (repeatable): "
+                   "the model and the lookup drafter see it")
     p.set_defaults(func=run)
 
 
@@ -71,12 +76,14 @@ class _Outcome:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     check_settings(settings)
+    context = [read_file(absolute(name)).context() for name in args.context]  # a bad file fails before loading
     text = read_input(sys.stdin.buffer)
     with Engine.load(settings) as engine:
         if args.fim:
-            prompt = engine.completion_prompt(*split_at_cursor(text, args.cursor_marker), hint="raise --ctx")
+            prefix, suffix = split_at_cursor(text, args.cursor_marker)
+            prompt = engine.completion_prompt(with_files(context, prefix), suffix, hint="raise --ctx")
         else:
-            prompt = engine.completion_prompt(text, keep_end=args.truncate == "left",
+            prompt = engine.completion_prompt(with_files(context, text), keep_end=args.truncate == "left",
                                               hint="raise --ctx or pass --truncate left")
         with StopRequest() as stop:
             events = engine.generate(prompt, cancelled=stop)

@@ -26,9 +26,10 @@ from ds4spec.engine.settings import Settings
 from ds4spec.errors import Ds4Error, InputError
 from ds4spec.faces.chat.loading_panel import Loader, LoadingPanel, default_loader
 from ds4spec.faces.chat.provenance import legend
-from ds4spec.faces.chat.screens import SessionsScreen
+from ds4spec.faces.chat.screens import ConfirmScreen, SessionsScreen
 from ds4spec.faces.chat.status import StatusBar, StatusState
 from ds4spec.faces.chat.widgets import ChatInput, MessageView, NoteView
+from ds4spec.faces.shared.command_result import Confirmation
 from ds4spec.faces.shared.conversation import Conversation
 from ds4spec.faces.shared.sessions import SessionStore
 
@@ -112,6 +113,7 @@ class ChatApp(App[None]):
         await view.remove_children(NoteView)
         await view.mount_all(MessageView(m.role, m.content, m.status) for m in self.conversation.history())
         await self._show_system()
+        await self._file_notes()
         self.status_state.stats = self.conversation.last_stats
         self.status_state.event = ""
         self.status_bar.show()
@@ -129,6 +131,11 @@ class ChatApp(App[None]):
 
     async def note(self, text: str, *, error: bool = False) -> None:
         await self.query_one("#conversation", VerticalScroll).mount(NoteView(text, error=error))
+
+    async def _file_notes(self, before: MessageView | None = None) -> None:
+        """What happened to the files in the conversation (re-read, gone), as notes in the conversation."""
+        for text in self.conversation.take_notes():
+            await self.query_one("#conversation", VerticalScroll).mount(NoteView(text), before=before)
 
     @property
     def status_bar(self) -> StatusBar:
@@ -220,7 +227,9 @@ class ChatApp(App[None]):
             events = self.conversation.send(text, cancelled=self._cancel.is_set)
         except InputError as exc:
             self._ui(self._refused, text, user, answer, str(exc))
+            self._ui(self._file_notes)
             return
+        self._ui(self._file_notes, user)
         try:
             for event in events:
                 if isinstance(event, TextChunk):
@@ -295,6 +304,19 @@ class ChatApp(App[None]):
         if result.message:
             await self.note(result.message)
         self._show_models()
+        if result.confirm is not None:
+            confirm: Confirmation = result.confirm
+            self.push_screen(ConfirmScreen(confirm.question, confirm.diff),
+                             lambda yes: self._confirmed(confirm, bool(yes)))
+
+    async def _confirmed(self, confirm: Confirmation, yes: bool) -> None:
+        if not yes:
+            await self.note("nothing was written")
+            return
+        try:
+            await self.note(confirm.accept())
+        except Ds4Error as exc:
+            await self.note(str(exc), error=True)
 
     # -- keys --------------------------------------------------------------------------------------------
 

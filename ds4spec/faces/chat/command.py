@@ -8,8 +8,12 @@ import sys
 from ds4spec.engine.loading import check_settings
 from ds4spec.engine.options import settings_from_args
 from ds4spec.errors import UsageError
-from ds4spec.faces.shared.session_options import add_chat_options, print_sessions, session_store
-from ds4spec.faces.shared.sessions import session_to_resume
+from ds4spec.faces.shared.session_options import (
+    add_chat_options,
+    print_sessions,
+    session_store,
+    session_to_resume,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,18 +1,21 @@
-"""The session list: pick a stored session to reopen it (Ctrl-O in the chat; Esc goes back)."""
+"""The chat's dialogs: the session list (Ctrl-O; Enter reopens one, Esc goes back) and the confirmation of a
+change to a file (``/apply``)."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.syntax import Syntax
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList
+from textual.widgets import Button, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ds4spec.faces.shared.session_options import session_line
 from ds4spec.faces.shared.sessions import SessionInfo
+from ds4spec.faces.shared.visible import visible
 
 
 class SessionsScreen(ModalScreen[int | None]):
@@ -48,3 +51,46 @@ class SessionsScreen(ModalScreen[int | None]):
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A change shown as a coloured diff, with the question: y (or the button) makes it, n or Esc does not."""
+
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    ConfirmScreen > Vertical {
+        width: 90%; max-width: 120; height: 80%;
+        border: round $warning; background: $surface; padding: 0 1;
+    }
+    ConfirmScreen VerticalScroll { height: 1fr; }
+    ConfirmScreen Horizontal { height: auto; align: right middle; }
+    ConfirmScreen Button { margin-left: 2; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Write"),
+        Binding("n", "answer(False)", "Cancel"),
+        Binding("escape", "answer(False)", "Cancel"),
+    ]
+
+    def __init__(self, question: str, diff: str) -> None:
+        super().__init__()
+        self.question = question
+        self.diff = diff
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.question, classes="title", markup=False)
+            with VerticalScroll():
+                yield Static(Syntax(visible(self.diff), "diff", theme="ansi_dark", word_wrap=True), id="diff")
+            with Horizontal():
+                yield Button("Write (y)", id="yes", variant="warning")
+                yield Button("Cancel (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()  # Enter on the dialog must not write by accident
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

@@ -21,11 +21,15 @@ from ds4spec.engine.loading import check_settings
 from ds4spec.engine.options import settings_from_args
 from ds4spec.errors import Ds4Error, InputError
 from ds4spec.faces.repl.input import Reader, streaming_terminal
-from ds4spec.faces.repl.render import StreamRenderer, Terminal
+from ds4spec.faces.repl.render import StreamRenderer, Terminal, diff_text
 from ds4spec.faces.shared.conversation import Conversation
-from ds4spec.faces.shared.session_options import add_chat_options, print_sessions, session_store
-from ds4spec.faces.shared.sessions import session_to_resume
-from ds4spec.faces.shared.slash import CommandResult, is_command, run_command
+from ds4spec.faces.shared.session_options import (
+    add_chat_options,
+    print_sessions,
+    session_store,
+    session_to_resume,
+)
+from ds4spec.faces.shared.slash import CommandResult, Confirmation, is_command, run_command
 from ds4spec.faces.shared.stats_text import answer_line
 from ds4spec.faces.shared.stop_request import StopRequest
 from ds4spec.faces.shared.visible import visible
@@ -92,9 +96,11 @@ class Repl:
         try:
             stream = self.conv.send(text, cancelled=stop)
         except InputError as err:
+            self._file_notes()
             kept = " it is back in the prompt to edit" if self.reader.keeps_text else " it was not sent"
             self._note(f"ds4spec: {err};{kept}")
             return text if self.reader.keeps_text else ""
+        self._file_notes()
         renderer = StreamRenderer(self.term.color)
         with stop, streaming_terminal(sys.stdin):
             finished = self._stream(stream, renderer)
@@ -146,6 +152,27 @@ class Repl:
             data = base64.b64encode(result.clipboard.encode("utf-8")).decode("ascii")
             self._write(f"\x1b]52;c;{data}\x07")  # OSC 52: the terminal puts it on the clipboard
         self._note(result.message)
+        if result.confirm is not None:
+            self._confirm(result.confirm)
+
+    def _confirm(self, confirm: Confirmation) -> None:
+        """Shows the change, asks, and makes it only on a yes; Ctrl-C or Ctrl-D is a no."""
+        self._write(diff_text(confirm.diff, self.term.color))
+        try:
+            yes = self.reader.confirm(confirm.question)
+        except (KeyboardInterrupt, EOFError):
+            yes = False
+        if not yes:
+            self._note("nothing was written")
+            return
+        try:
+            self._note(confirm.accept())
+        except Ds4Error as err:
+            self._note(f"ds4spec: {err}")
+
+    def _file_notes(self) -> None:
+        for note in self.conv.take_notes():
+            self._note(note)
 
     def _banner(self) -> None:
         engine = self.conv.engine
@@ -162,6 +189,10 @@ class Repl:
                 who = "you" if m.role == "user" else m.role
                 note = "" if m.status == "done" else f" ({m.status})"
                 self._write(f"{self.term.dim(who + note + ':')} {visible(m.content).rstrip()}\n")
+        files = [s.name for s in self.conv.files.snapshots.values()]
+        if files:
+            self._note(f"files in the conversation: {', '.join(files)}")
+        self._file_notes()
 
     def _note(self, text: str) -> None:
         self._write(self.term.dim(visible(text)) + "\n")

@@ -2,7 +2,8 @@
 
 In the editor Enter sends; Alt-Enter (or Esc then Enter, the same keys to a terminal) starts a new line;
 pasted text keeps its newlines. Up and Down walk the history, kept in ``data_dir()/repl_history``; Tab
-completes slash commands. Ctrl-C discards the line being typed (``KeyboardInterrupt``), Ctrl-D on an empty
+completes slash commands, and paths after ``/add``, ``/drop``, ``/apply``, ``/undo`` and after an ``@``.
+Ctrl-C discards the line being typed (``KeyboardInterrupt``), Ctrl-D on an empty
 line ends the session (``EOFError``). On ``TERM=dumb`` or when stdin is not a terminal, each line is one
 message and no escape sequence is written.
 """
@@ -16,12 +17,13 @@ from pathlib import Path
 from typing import TextIO
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.lexers import PygmentsLexer
 from prompt_toolkit.output import ColorDepth
+from prompt_toolkit.shortcuts import confirm
 from pygments.lexers.markup import MarkdownLexer
 
 from ds4spec.faces.repl.render import Terminal
@@ -36,20 +38,29 @@ except ImportError:  # Windows: no termios, and its console does not echo while 
 PROMPT = "you> "
 CONTINUATION = "... "
 _COMMAND_SO_FAR = re.compile(r"^\s*/(\w*)$")
+_PATH_SO_FAR = re.compile(r"^\s*/(?:add|drop|apply|undo)\s+(?:.*\s)?(\S*)$|(?<!\S)@(\S*)$", re.DOTALL)
 
 
-class SlashCompleter(Completer):
-    """Completes a command name typed at the start of the message."""
+class InputCompleter(Completer):
+    """Completes a command name typed at the start of the message, and a path where one is expected."""
+
+    def __init__(self) -> None:
+        self._paths = PathCompleter(expanduser=True)
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
-        match = _COMMAND_SO_FAR.match(document.text_before_cursor)
-        if not match:
+        before = document.text_before_cursor
+        match = _COMMAND_SO_FAR.match(before)
+        if match:
+            typed = match.group(1)
+            for name, text in COMMANDS.items():
+                if name.startswith(typed):
+                    yield Completion(name, start_position=-len(typed),
+                                     display=f"/{name} {ARGUMENTS.get(name, '')}", display_meta=text)
             return
-        typed = match.group(1)
-        for name, text in COMMANDS.items():
-            if name.startswith(typed):
-                yield Completion(name, start_position=-len(typed), display=f"/{name} {ARGUMENTS.get(name, '')}",
-                                 display_meta=text)
+        match = _PATH_SO_FAR.search(before)
+        if match:
+            word = match.group(1) if match.group(1) is not None else match.group(2)
+            yield from self._paths.get_completions(Document(word), complete_event)
 
 
 def history_path() -> Path:
@@ -71,7 +82,7 @@ class Reader:
                 multiline=False,  # Enter sends; the binding below adds lines
                 key_bindings=_bindings(),
                 lexer=PygmentsLexer(MarkdownLexer) if terminal.color else None,
-                completer=SlashCompleter(),
+                completer=InputCompleter(),
                 complete_while_typing=False,
                 prompt_continuation=lambda width, line, wrap: CONTINUATION.rjust(width),
                 color_depth=None if terminal.color else ColorDepth.DEPTH_1_BIT,
@@ -87,6 +98,12 @@ class Reader:
         if self._session is None:
             return input(PROMPT)
         return self._session.prompt(PROMPT, default=default)
+
+    def confirm(self, question: str) -> bool:
+        """A yes or no: y or n in the editor; a line starting with y otherwise."""
+        if self._session is None:
+            return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+        return confirm(question)
 
 
 def _bindings() -> KeyBindings:

@@ -130,3 +130,11 @@ class StreamRenderer:
         lines = pygments.highlight(source, self._lexer, self._formatter).split("\n")
         last = lines[-2] if len(lines) >= 2 else lines[-1]
         return last + RESET + ("\n" if line.endswith("\n") else "")
+
+
+def diff_text(diff: str, color: bool) -> str:
+    """A unified diff for the terminal: coloured by Pygments when colour is on, control characters visible."""
+    shown = visible(diff)
+    if not color:
+        return shown
+    return pygments.highlight(shown, pygments.lexers.DiffLexer(), TerminalFormatter())

@@ -6,21 +6,26 @@ input), stores the user message, then streams the answer, storing each chunk bef
 that whatever a face has shown is in the session file even if the process is killed the next moment.
 
 The model sees the system prompt (when set) and every turn whose answer is done or cancelled (a cancelled
-answer is kept as far as it got); a turn whose answer failed with an error is left out of the prompt.
+answer is kept as far as it got); a turn whose answer failed with an error is left out of the prompt. The
+files in the conversation (``conversation_files``) come in front of the newest message; what the face should
+tell the user about them (a file re-read or gone) waits in ``take_notes``.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ds4spec.backend.prompt import ChatMessage
 from ds4spec.core.events import Event, Finished, FinishReason, TextChunk
 from ds4spec.core.stats import GenerationStats
-from ds4spec.engine.engine import Engine, Prompt
+from ds4spec.engine.context_files import with_files
+from ds4spec.engine.engine import FIT_HINT, Engine, Prompt
 from ds4spec.errors import InputError
+from ds4spec.faces.shared.conversation_files import AddedFiles, SentFiles, mentioned
 from ds4spec.faces.shared.fences import code_blocks
+from ds4spec.faces.shared.files import FileSnapshot
 from ds4spec.faces.shared.sessions import SessionStore, StoredMessage
 from ds4spec.faces.shared.stats_text import from_dict
 
@@ -47,6 +52,8 @@ class Conversation:
         stored = store.stats(self.session_id)
         self.last_stats: GenerationStats | None = from_dict(stored[-1]) if stored else None
         self.last_finish: FinishReason | None = None
+        self.files = AddedFiles(store, self.session_id)
+        self._notes = self.files.reopen()
 
     # -- what was said ----------------------------------------------------------------------------------
 
@@ -57,8 +64,14 @@ class Conversation:
     def system(self) -> str | None:
         return self.store.system(self.session_id)
 
-    def messages(self) -> list[ChatMessage]:
-        """What the model sees: the system prompt, then each user message followed by a kept answer."""
+    def take_notes(self) -> list[str]:
+        """What happened to the files in the conversation since the face last asked (re-read, gone)."""
+        notes, self._notes = self._notes, []
+        return notes
+
+    def messages(self, upcoming: str | None = None, attached: Sequence[FileSnapshot] = ()) -> list[ChatMessage]:
+        """What the model sees: the system prompt, then each user message (with the files it attached) followed
+        by a kept answer; with ``upcoming``, that message after the files in the conversation and ``attached``."""
         out: list[ChatMessage] = []
         system = self.system
         if system:
@@ -69,8 +82,13 @@ class Conversation:
                 pending = m  # a user message counts only once an answer follows it
             elif m.role == "assistant" and pending is not None:
                 if m.status in _SEEN:
-                    out += [ChatMessage("user", pending.content), ChatMessage("assistant", m.content)]
+                    sent_with = [f.context() for f in SentFiles.from_json(pending.files).attached]
+                    out += [ChatMessage("user", with_files(sent_with, pending.content)),
+                            ChatMessage("assistant", m.content)]
                 pending = None
+        if upcoming is not None:
+            files = [*self.files.snapshots.values(), *attached]
+            out.append(ChatMessage("user", with_files([f.context() for f in files], upcoming)))
         return out
 
     # -- talking ----------------------------------------------------------------------------------------
@@ -87,8 +105,11 @@ class Conversation:
             raise InputError("the message is empty")
         if self.engine is None:
             raise InputError("the model is still loading")
-        prompt = self.engine.chat_prompt([*self.messages(), ChatMessage("user", text)])
-        self.store.add_message(self.session_id, "user", text)
+        self._notes += self.files.refresh()
+        attached = mentioned(text, skip=set(self.files.snapshots))
+        hint = "/drop a file, shorten the message or raise --ctx" if self.files.snapshots or attached else FIT_HINT
+        prompt = self.engine.chat_prompt(self.messages(text, attached), hint)
+        self.store.add_message(self.session_id, "user", text, files=self.files.sent(attached).as_json())
         answer = self.store.add_message(self.session_id, "assistant", "", status="streaming")
         return self._stream(self.engine, prompt, answer, cancelled)
 
@@ -135,8 +156,10 @@ class Conversation:
     # -- commands ---------------------------------------------------------------------------------------
 
     def new(self) -> None:
-        """Starts a new session with the same system prompt; the old one stays in the store."""
+        """Starts a new session with the same system prompt and files; the old one stays in the store."""
         self.session_id = self.store.new_session(self.system)
+        self.store.add_files(self.session_id, [str(p) for p in self.files.snapshots])
+        self.files.session_id = self.session_id
         self.last_stats = None
 
     def clear(self) -> None:

@@ -15,6 +15,8 @@ class CodeBlock:
     language: str  # the first word of the info string, "" when there is none
     code: str  # without the fences; ends with a newline unless the answer stopped inside the block
     closed: bool
+    info: str = ""  # the whole info string, as in ``python greet.py``
+    line: int = 0  # the opening fence's line in the text, from 0
 
 
 def opening(line: str) -> tuple[str, str] | None:
@@ -38,19 +40,21 @@ def code_blocks(text: str) -> list[CodeBlock]:
     """Every fenced block in ``text`` in order; a block the text ends inside counts, marked not ``closed``."""
     blocks: list[CodeBlock] = []
     fence: str | None = None
-    language = ""
+    language = info = ""
+    start = 0
     lines: list[str] = []
-    for line in text.splitlines(keepends=True):
+    for number, line in enumerate(text.splitlines(keepends=True)):
         if fence is None:
-            opened = opening(line)
-            if opened:
-                fence, language = opened
+            match = FENCE.match(line.rstrip("\n"))
+            if match:
+                fence, info, start = match["fence"], match["info"], number
+                language = info.split()[0] if info.split() else ""
                 lines = []
         elif closes(line, fence):
-            blocks.append(CodeBlock(fence, language, "".join(lines), True))
+            blocks.append(CodeBlock(fence, language, "".join(lines), True, info, start))
             fence = None
         else:
             lines.append(line)
     if fence is not None:
-        blocks.append(CodeBlock(fence, language, "".join(lines), False))
+        blocks.append(CodeBlock(fence, language, "".join(lines), False, info, start))
     return blocks

@@ -83,7 +83,7 @@ def _move_aside(path: Path) -> Path:
     return aside
 
 
-def _read_damaged(path: Path) -> tuple[int, list[tuple[_Row, list[_Row]]]]:
+def _read_damaged(path: Path) -> tuple[int, list[tuple[_Row, list[_Row], list[_Row]]]]:
     """How many session rows could be read, and those whose messages could all be read too."""
     with tempfile.TemporaryDirectory(prefix="ds4spec-salvage-") as tmp:
         copy = Path(tmp) / "copy.sqlite3"
@@ -111,30 +111,44 @@ def _readable_copy(path: Path, copy: Path) -> None:
         shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
 
 
-def _read_rows(src: sqlite3.Connection) -> tuple[int, list[tuple[_Row, list[_Row]]]]:
+def _read_rows(src: sqlite3.Connection) -> tuple[int, list[tuple[_Row, list[_Row], list[_Row]]]]:
+    """Each readable session with its messages and its files in the conversation (``/undo``'s history is not
+    kept: what it would restore may be gone from the damaged file)."""
     sessions: list[_Row] = []
-    kept: list[tuple[_Row, list[_Row]]] = []
+    kept: list[tuple[_Row, list[_Row], list[_Row]]] = []
     try:
         with contextlib.suppress(sqlite3.DatabaseError):  # keep the rows read before the damage
             for row in src.execute("SELECT id, title, system, created, updated FROM sessions ORDER BY id"):
                 sessions.append(row)
+        files = "files" if _has_column(src, "messages", "files") else "NULL"  # a version 1 file has none
         for session in sessions:
             try:
                 messages = src.execute(
-                    "SELECT id, session_id, role, content, status, stats, created FROM messages "
+                    f"SELECT id, session_id, role, content, status, stats, created, {files} FROM messages "
                     "WHERE session_id = ? ORDER BY id", (session[0],)).fetchall()
             except sqlite3.DatabaseError:
                 continue
-            kept.append((session, messages))
+            added: list[_Row] = []
+            with contextlib.suppress(sqlite3.DatabaseError):
+                added = src.execute("SELECT session_id, path, added FROM session_files WHERE session_id = ?",
+                                    (session[0],)).fetchall()
+            kept.append((session, messages, added))
     finally:
         src.close()
     return len(sessions), kept
 
 
-def _copy_into(conn: sqlite3.Connection, kept: list[tuple[_Row, list[_Row]]]) -> None:
+def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+    with contextlib.suppress(sqlite3.DatabaseError):
+        return column in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    return False
+
+
+def _copy_into(conn: sqlite3.Connection, kept: list[tuple[_Row, list[_Row], list[_Row]]]) -> None:
     conn.execute("BEGIN")
-    for session, messages in kept:
+    for session, messages, added in kept:
         conn.execute("INSERT INTO sessions (id, title, system, created, updated) VALUES (?, ?, ?, ?, ?)", session)
-        conn.executemany("INSERT INTO messages (id, session_id, role, content, status, stats, created) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?)", messages)
+        conn.executemany("INSERT INTO messages (id, session_id, role, content, status, stats, created, files) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", messages)
+        conn.executemany("INSERT INTO session_files (session_id, path, added) VALUES (?, ?, ?)", added)
     conn.execute("COMMIT")

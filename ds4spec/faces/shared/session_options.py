@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ds4spec.engine.options import add_model_options, add_sampling_options, add_speculation_options
-from ds4spec.faces.shared.sessions import SessionInfo, SessionStore, add_session_options
+from ds4spec.errors import InputError
+from ds4spec.faces.shared.sessions import SessionInfo, SessionStore
 from ds4spec.faces.shared.visible import visible
 
 
@@ -47,3 +48,28 @@ def print_sessions(store: SessionStore) -> None:
         print("no saved sessions")
     for info in sessions:
         print(session_line(info))
+
+
+LATEST = 0  # ``--resume`` without an ID (session IDs start at 1)
+
+
+def add_session_options(parser: argparse.ArgumentParser) -> None:
+    """``--resume [ID]`` and ``--sessions``, shared by ``chat`` and ``repl``."""
+    g = parser.add_argument_group("sessions")
+    g.add_argument("--resume", nargs="?", const=LATEST, type=int, metavar="ID",
+                   help="reopen session ID (without ID: the most recent one)")
+    g.add_argument("--sessions", action="store_true", help="list the stored sessions, newest first, and exit")
+
+
+def session_to_resume(store: SessionStore, resume: int | None, command: str) -> int | None:
+    """The session to open: None for a new one, the latest for ``--resume`` alone, else the one named."""
+    if resume is None:
+        return None
+    if resume == LATEST:
+        latest = store.latest()
+        if latest is None:
+            raise InputError(f"there is no stored session to resume yet; start one with `ds4spec {command}`")
+        return latest
+    if not store.exists(resume):
+        raise InputError(f"there is no session {resume}; `ds4spec {command} --sessions` lists them")
+    return resume

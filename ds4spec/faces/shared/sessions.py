@@ -13,7 +13,6 @@ serialises the calls.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 import threading
@@ -22,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ds4spec.errors import InputError
 from ds4spec.faces.shared.salvage import open_or_salvage
 from ds4spec.paths import data_dir
 
@@ -36,6 +34,7 @@ class StoredMessage:
     role: str  # system, user or assistant
     content: str
     status: str  # done, streaming (being written, or the process died while writing), cancelled or error
+    files: dict[str, Any] | None = None  # a user message: the files it was sent with (``conversation_files``)
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,14 @@ class SessionInfo:
     created: float  # seconds since the epoch
     updated: float
     messages: int
+
+
+@dataclass(frozen=True)
+class AppliedChange:
+    id: int
+    path: str
+    before: str  # the file's text before the change
+    after_sha256: str  # the file's hash right after it: /undo restores only a file still in that state
 
 
 def default_path() -> Path:
@@ -103,16 +110,17 @@ class SessionStore:
     # -- messages ---------------------------------------------------------------------------------------
 
     def messages(self, session_id: int) -> list[StoredMessage]:
-        rows = self._read("SELECT id, role, content, status FROM messages WHERE session_id = ? ORDER BY id",
+        rows = self._read("SELECT id, role, content, status, files FROM messages WHERE session_id = ? ORDER BY id",
                           (session_id,))
-        return [StoredMessage(*row) for row in rows]
+        return [StoredMessage(*row[:4], json.loads(row[4]) if row[4] else None) for row in rows]
 
-    def add_message(self, session_id: int, role: str, content: str, status: str = "done") -> int:
+    def add_message(self, session_id: int, role: str, content: str, status: str = "done",
+                    files: dict[str, Any] | None = None) -> int:
         _check_status(status)
         now = time.time()
         cur = self._write(
-            ("INSERT INTO messages (session_id, role, content, status, created) VALUES (?, ?, ?, ?, ?)",
-             (session_id, role, content, status, now)),
+            ("INSERT INTO messages (session_id, role, content, status, created, files) VALUES (?, ?, ?, ?, ?, ?)",
+             (session_id, role, content, status, now, None if files is None else json.dumps(files))),
             ("UPDATE sessions SET title = ? WHERE id = ? AND title = '' AND ?",
              (_title(content), session_id, role == "user")),
             ("UPDATE sessions SET updated = ? WHERE id = ?", (now, session_id)),
@@ -143,6 +151,40 @@ class SessionStore:
         self._write(("UPDATE messages SET status = 'cancelled' WHERE session_id = ? AND status = 'streaming'",
                      (session_id,)))
 
+    # -- files in the conversation ----------------------------------------------------------------------
+
+    def files(self, session_id: int) -> list[str]:
+        """The paths added to the session, in the order they were added."""
+        rows = self._read("SELECT path FROM session_files WHERE session_id = ? ORDER BY added, path", (session_id,))
+        return [row[0] for row in rows]
+
+    def add_files(self, session_id: int, paths: list[str]) -> None:
+        if not paths:
+            return
+        now = time.time()
+        self._write(*[("INSERT OR IGNORE INTO session_files (session_id, path, added) VALUES (?, ?, ?)",
+                       (session_id, path, now)) for path in paths])
+
+    def drop_files(self, session_id: int, paths: list[str]) -> None:
+        if not paths:
+            return
+        self._write(*[("DELETE FROM session_files WHERE session_id = ? AND path = ?", (session_id, path))
+                      for path in paths])
+
+    def record_apply(self, session_id: int, path: str, before: str, after_sha256: str) -> int:
+        cur = self._write(("INSERT INTO applied (session_id, path, before, after_sha256, created) "
+                           "VALUES (?, ?, ?, ?, ?)", (session_id, path, before, after_sha256, time.time())))
+        return int(cur.lastrowid or 0)
+
+    def last_apply(self, session_id: int, path: str | None = None) -> AppliedChange | None:
+        """The most recent change written by ``/apply`` in the session (to ``path``) and not yet undone."""
+        rows = self._read("SELECT id, path, before, after_sha256 FROM applied WHERE session_id = ? AND undone = 0 "
+                          "AND (? IS NULL OR path = ?) ORDER BY id DESC LIMIT 1", (session_id, path, path))
+        return AppliedChange(*rows[0]) if rows else None
+
+    def mark_undone(self, apply_id: int) -> None:
+        self._write(("UPDATE applied SET undone = 1 WHERE id = ?", (apply_id,)))
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -171,28 +213,3 @@ class SessionStore:
 def _check_status(status: str) -> None:
     if status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
-
-
-LATEST = 0  # ``--resume`` without an ID (session IDs start at 1)
-
-
-def add_session_options(parser: argparse.ArgumentParser) -> None:
-    """``--resume [ID]`` and ``--sessions``, shared by ``chat`` and ``repl``."""
-    g = parser.add_argument_group("sessions")
-    g.add_argument("--resume", nargs="?", const=LATEST, type=int, metavar="ID",
-                   help="reopen session ID (without ID: the most recent one)")
-    g.add_argument("--sessions", action="store_true", help="list the stored sessions, newest first, and exit")
-
-
-def session_to_resume(store: SessionStore, resume: int | None, command: str) -> int | None:
-    """The session to open: None for a new one, the latest for ``--resume`` alone, else the one named."""
-    if resume is None:
-        return None
-    if resume == LATEST:
-        latest = store.latest()
-        if latest is None:
-            raise InputError(f"there is no stored session to resume yet; start one with `ds4spec {command}`")
-        return latest
-    if not store.exists(resume):
-        raise InputError(f"there is no session {resume}; `ds4spec {command} --sessions` lists them")
-    return resume

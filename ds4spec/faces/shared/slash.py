@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from ds4spec.engine.engine import Engine
 from ds4spec.errors import UsageError
+from ds4spec.faces.shared.command_result import CommandResult, Confirmation
 from ds4spec.faces.shared.conversation import Conversation
+from ds4spec.faces.shared.slash_files import FILE_ARGUMENTS, FILE_COMMANDS, FILE_HANDLERS
 from ds4spec.faces.shared.stats_text import answer_line, from_dict, totals
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    message: str  # what the face shows, possibly several lines
-    clipboard: str | None = None  # text the face puts on the clipboard (OSC 52 in a terminal)
-    cleared: bool = False  # the conversation was replaced or emptied: the face redraws it
-
 
 COMMANDS: dict[str, str] = {
     "new": "start a new session (the current one stays saved)",
@@ -34,9 +27,12 @@ COMMANDS: dict[str, str] = {
     "stats": "statistics of the last answer, and totals for this session",
     "system": "set the system prompt to TEXT; alone: show it; with -: remove it",
     "copy": "copy the last code block (else the last answer) to the clipboard",
+    **FILE_COMMANDS,
     "help": "list the commands",
 }
-ARGUMENTS: dict[str, str] = {"save": "FILE", "spec": "[on|off]", "draft": "NAME", "system": "[TEXT|-]"}
+ARGUMENTS: dict[str, str] = {"save": "FILE", "spec": "[on|off]", "draft": "NAME", "system": "[TEXT|-]",
+                             **FILE_ARGUMENTS}
+__all__ = ["ARGUMENTS", "COMMANDS", "CommandResult", "Confirmation", "is_command", "run_command"]
 
 _COMMAND = re.compile(r"^/(?P<name>[A-Za-z][\w-]*)(?:\s+(?P<arg>.*))?$", re.DOTALL)
 
@@ -161,5 +157,5 @@ def _help(conv: Conversation, arg: str) -> CommandResult:
 
 _HANDLERS: dict[str, Callable[[Conversation, str], CommandResult]] = {
     "new": _new, "clear": _clear, "save": _save, "spec": _spec, "draft": _draft, "stats": _stats,
-    "system": _system, "copy": _copy, "help": _help,
+    "system": _system, "copy": _copy, "help": _help, **FILE_HANDLERS,
 }
