@@ -10,7 +10,7 @@ Which file a block belongs to, in order:
 
 A name matches a file the answer saw (added, or attached by ``@path``) by its path as shown, or by its base
 name when only one of those files has it. A block that is not a diff replaces the whole file, unless it has
-fewer than half the file's non-blank lines: that is a fragment (a function, a few changed lines), refused
+half the file's non-blank lines or fewer: that is a fragment (a function, a few changed lines), refused
 rather than written over the whole file. Nothing is written when the file changed on disk since the answer
 was written (the model edited a version that is gone), when a diff does not apply, or when the answer names
 no file in the conversation; each is one line saying so.
@@ -176,7 +176,7 @@ def _change(current: FileSnapshot, block: CodeBlock) -> ProposedChange:
         after = apply_hunks(text, parse_hunks(block.code), current.name)
     else:
         kept, whole = _non_blank(block.code), _non_blank(text)
-        if kept * 2 < whole:
+        if kept * 2 <= whole:
             raise UsageError(f"the block for {current.name} has {kept} lines against the file's {whole}: it looks "
                              "like a fragment, not the whole file; ask for the whole file or a unified diff")
         after = block.code if text.endswith("\n") or not text else block.code.rstrip("\n")
