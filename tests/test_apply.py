@@ -1,8 +1,7 @@
 """/apply and /undo: which file a block of the last answer belongs to, what is written (atomically, mode and
 links kept), what is refused with nothing written, and what /undo restores.
 
-An answer here is stored as ``Conversation.send`` stores one (the question with the hashes of the files it
-was sent with, then the answer), so that each case names its answer's text exactly.
+Each answer is stored as ``Conversation.send`` stores one (``file_helpers.store_answer``).
 """
 
 from __future__ import annotations
@@ -13,23 +12,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from file_helpers import GREET, RENAMED, UTIL, make_project
+from file_helpers import store_answer as answer
 
 from ds4spec.errors import UsageError
 from ds4spec.faces.shared.conversation import Conversation
 from ds4spec.faces.shared.sessions import SessionStore
 from ds4spec.faces.shared.slash import CommandResult, run_command
 
-GREET = 'import sys\n\n\ndef hello(name):\n    return "hi " + name\n\n\nprint(hello(sys.argv[1]))\n'
-RENAMED = GREET.replace("hello", "greet")
-UTIL = "def twice(x):\n    return 2 * x\n\n\ndef thrice(x):\n    return 3 * x\n"
-
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "greet.py").write_text(GREET)
-    (root / "util.py").write_text(UTIL)
+    root = make_project(tmp_path / "project")
     monkeypatch.chdir(root)
     return root
 
@@ -41,12 +35,6 @@ def conv(tmp_path: Path, project: Path) -> Iterator[Conversation]:
     run_command("/add greet.py", conversation)
     yield conversation
     store.close()
-
-
-def answer(conv: Conversation, text: str) -> None:
-    """The last answer is ``text``, written while the conversation's files were as they are now."""
-    conv.store.add_message(conv.session_id, "user", "Rename hello to greet.", files=conv.files.sent([]).as_json())
-    conv.store.add_message(conv.session_id, "assistant", text)
 
 
 def apply(conv: Conversation, arg: str = "") -> str:
@@ -98,8 +86,8 @@ def test_a_diff_that_does_not_apply_is_refused_and_nothing_written(project: Path
 
 def test_a_fragment_is_never_written_as_the_whole_file(project: Path, conv: Conversation) -> None:
     answer(conv, 'Change the function:\n\n```python\ndef greet(name):\n    return "hi " + name\n```\n')
-    with pytest.raises(UsageError, match="^the block for greet.py has 2 lines against the file's 4: it looks like a "
-                                         "fragment, not the whole file; ask for the whole file or a unified diff$"):
+    with pytest.raises(UsageError, match=r"^the block for greet.py has 2 lines against the file's 4: it looks like a "
+                                         r"fragment, not the whole file; ask for the whole file or a unified diff$"):
         run_command("/apply", conv)
     assert (project / "greet.py").read_text() == GREET
 
@@ -113,7 +101,7 @@ def test_with_one_file_in_the_conversation_an_unnamed_block_is_for_it(project: P
 def test_with_two_files_an_unnamed_block_needs_the_path(project: Path, conv: Conversation) -> None:
     run_command("/add util.py", conv)
     answer(conv, f"```python\n{RENAMED}```")
-    with pytest.raises(UsageError, match="^the answer names no file in the conversation; /apply PATH says which"):
+    with pytest.raises(UsageError, match=r"^the answer names no file in the conversation; /apply PATH says which"):
         run_command("/apply", conv)
     apply(conv, "greet.py")
     assert (project / "greet.py").read_text() == RENAMED
@@ -122,10 +110,11 @@ def test_with_two_files_an_unnamed_block_needs_the_path(project: Path, conv: Con
 def test_blocks_for_two_files_need_the_path(project: Path, conv: Conversation) -> None:
     run_command("/add util.py", conv)
     answer(conv, f"greet.py\n```python\n{RENAMED}```\n\nutil.py\n```python\n{UTIL.replace('2 *', '2*')}```\n")
-    with pytest.raises(UsageError, match="^the answer has blocks for greet.py and util.py; name one, as in /apply "):
+    with pytest.raises(UsageError, match=r"^the answer has blocks for greet.py and util.py; name one, as in /apply "):
         run_command("/apply", conv)
     apply(conv, "util.py")
-    assert (project / "util.py").read_text() == UTIL.replace("2 *", "2*") and (project / "greet.py").read_text() == GREET
+    assert (project / "util.py").read_text() == UTIL.replace("2 *", "2*")
+    assert (project / "greet.py").read_text() == GREET
 
 
 @pytest.mark.parametrize(("text", "arg", "why"), [
@@ -145,14 +134,14 @@ def test_answers_that_cannot_be_applied_say_why(project: Path, conv: Conversatio
 def test_an_answer_written_with_no_file_in_the_conversation_is_refused(project: Path, conv: Conversation) -> None:
     run_command("/drop all", conv)
     answer(conv, f"greet.py\n```python\n{RENAMED}```")
-    with pytest.raises(UsageError, match="^no file was in the conversation when the last answer was written"):
+    with pytest.raises(UsageError, match=r"^no file was in the conversation when the last answer was written"):
         run_command("/apply", conv)
 
 
 def test_a_file_changed_on_disk_since_the_answer_is_refused(project: Path, conv: Conversation) -> None:
     answer(conv, f"greet.py\n```python\n{RENAMED}```")
     (project / "greet.py").write_text(GREET + "# edited by hand\n")
-    with pytest.raises(UsageError, match="^greet.py changed on disk since the answer was written; ask again"):
+    with pytest.raises(UsageError, match=r"^greet.py changed on disk since the answer was written; ask again"):
         run_command("/apply", conv)
     assert (project / "greet.py").read_text().endswith("# edited by hand\n")
 
@@ -162,7 +151,7 @@ def test_a_file_changed_while_the_change_was_shown_is_not_written(project: Path,
     result = run_command("/apply", conv)
     (project / "greet.py").write_text(GREET + "# typed meanwhile\n")
     assert result.confirm is not None
-    with pytest.raises(UsageError, match="^greet.py changed on disk while the change was shown; nothing was written$"):
+    with pytest.raises(UsageError, match=r"^greet.py changed on disk while the change was shown; nothing was written$"):
         result.confirm.accept()
     assert (project / "greet.py").read_text().endswith("# typed meanwhile\n")
 
@@ -189,7 +178,7 @@ def test_a_symlink_is_written_through_not_replaced(project: Path, tmp_path: Path
 def test_a_read_only_file_is_refused(project: Path, conv: Conversation) -> None:
     os.chmod(project / "greet.py", 0o444)
     answer(conv, f"greet.py\n```python\n{RENAMED}```")
-    with pytest.raises(UsageError, match="^cannot write greet.py: it is read-only or its folder is not writable$"):
+    with pytest.raises(UsageError, match=r"^cannot write greet.py: it is read-only or its folder is not writable$"):
         apply(conv)
     assert (project / "greet.py").read_text() == GREET
 
@@ -214,7 +203,7 @@ def test_undo_restores_what_apply_replaced_and_says_so(project: Path, conv: Conv
     apply(conv)
     assert run_command("/undo", conv).message == "restored greet.py as it was before /apply (+2 -2 lines)"
     assert (project / "greet.py").read_text() == GREET
-    with pytest.raises(UsageError, match="^no /apply to undo in this session$"):
+    with pytest.raises(UsageError, match=r"^no /apply to undo in this session$"):
         run_command("/undo", conv)
 
 
@@ -226,7 +215,7 @@ def test_undo_takes_back_each_files_last_change(project: Path, conv: Conversatio
     apply(conv)
     run_command("/undo greet.py", conv)
     assert (project / "greet.py").read_text() == GREET and (project / "util.py").read_text() != UTIL
-    with pytest.raises(UsageError, match="^no change to greet.py to undo$"):
+    with pytest.raises(UsageError, match=r"^no change to greet.py to undo$"):
         run_command("/undo greet.py", conv)
     run_command("/undo", conv)
     assert (project / "util.py").read_text() == UTIL
@@ -236,7 +225,7 @@ def test_undo_refuses_a_file_changed_since_apply(project: Path, conv: Conversati
     answer(conv, f"greet.py\n```python\n{RENAMED}```")
     apply(conv)
     (project / "greet.py").write_text(RENAMED + "# more work\n")
-    with pytest.raises(UsageError, match="^greet.py changed on disk since /apply wrote it; not restored"):
+    with pytest.raises(UsageError, match=r"^greet.py changed on disk since /apply wrote it; not restored"):
         run_command("/undo", conv)
     assert (project / "greet.py").read_text().endswith("# more work\n")
 

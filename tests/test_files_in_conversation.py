@@ -85,7 +85,7 @@ def test_drop_takes_out_one_file_or_all(project: Path, conv: Conversation) -> No
     run_command("/add greet.py src/util.py", conv)
     assert run_command("/drop greet.py", conv).message == "dropped greet.py"
     assert [p.name for p in conv.files.snapshots] == ["util.py"]
-    with pytest.raises(InputError, match="greet.py is not in the conversation"):
+    with pytest.raises(InputError, match=r"greet\.py is not in the conversation"):
         run_command("/drop greet.py", conv)
     assert run_command("/drop all", conv).message == "dropped src/util.py"
     assert conv.messages("x")[-1].content == "x"
@@ -193,9 +193,9 @@ def test_a_symlinked_file_keeps_its_link_as_the_path(project: Path, conv: Conver
 
 
 def test_file_commands_need_their_arguments(project: Path, conv: Conversation) -> None:
-    with pytest.raises(UsageError, match="^/add needs a path or a pattern"):
+    with pytest.raises(UsageError, match=r"^/add needs a path or a pattern"):
         run_command("/add", conv)
-    with pytest.raises(UsageError, match="^/files takes no argument$"):
+    with pytest.raises(UsageError, match=r"^/files takes no argument$"):
         run_command("/files now", conv)
 
 
