@@ -7,6 +7,7 @@ The SVGs live in tests/__snapshots__/test_chat_snapshots/.
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import ModelError
 from ds4spec.faces.chat.app import ChatApp
-from ds4spec.faces.chat.screens import SessionsScreen
+from ds4spec.faces.chat.screens import ConfirmScreen, SessionsScreen
 from ds4spec.faces.chat.widgets import ChatInput, MessageView
 from ds4spec.faces.shared.sessions import SessionInfo, SessionStore
 
@@ -112,6 +113,21 @@ def test_session_list(snap_compare: Compare, tiny_bpe_gguf: Path, tmp_path: Path
     async def run_before(pilot: Pilot) -> None:
         await settle(pilot)
         await app.push_screen(SessionsScreen(sessions, current=3))
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_apply_confirmation(snap_compare: Compare, tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    """/apply: the change as a coloured diff, the question, and Cancel focused so that Enter writes nothing."""
+    app = ChatApp(tiny_settings(tiny_bpe_gguf), SessionStore(tmp_path / "sessions.sqlite3"))
+    before = 'def hello(name):\n    return "hi " + name\n\n\nprint(hello("you"))\n'
+    diff = "".join(difflib.unified_diff(before.splitlines(keepends=True),
+                                        before.replace("hello", "greet").splitlines(keepends=True),
+                                        "a/greet.py", "b/greet.py"))
+
+    async def run_before(pilot: Pilot) -> None:
+        await settle(pilot)
+        await app.push_screen(ConfirmScreen("Write this change to greet.py?", diff))
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
