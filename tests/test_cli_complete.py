@@ -10,14 +10,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from tinymodel import build_tiny_gguf
 
+from ds4spec.engine.context_files import ContextFile, with_files
+
 PROMPT = b"def fibonacci(n):\n"
 
 
-def ds4spec(*args: str, stdin: bytes = PROMPT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def ds4spec(*args: str, stdin: bytes = PROMPT, env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Runs the CLI; `complete` speculates with the lookup drafter unless the test names another."""
     if args[:1] == ("complete",) and not any(a.startswith("--draft") for a in args):
         args = (*args, "--draft", "lookup", "--warmup", "0")
@@ -27,6 +31,7 @@ def ds4spec(*args: str, stdin: bytes = PROMPT, env: dict[str, str] | None = None
         capture_output=True,
         timeout=120,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -168,6 +173,40 @@ def test_speculative_output_equals_plain_output_through_the_cli(tiny_bpe_gguf: P
     spec = ds4spec(*base, "--draft", "lookup", "--draft-max", "6", "--warmup", "0", "--stats", stdin=PROMPT * 3)
     assert spec.returncode == 0 and plain.returncode == 0
     assert spec.stdout == plain.stdout
+
+
+def test_context_files_come_before_the_text_as_the_chat_shows_them(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    (tmp_path / "fib.py").write_text("def fibonacci(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n")
+    (tmp_path / "notes.txt").write_text("Memoize it.\n")
+    base = ("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "30", "--json")
+    with_context = ds4spec(*base, "--context", "fib.py", "--context", "notes.txt", cwd=tmp_path)
+    files = [ContextFile(n, (tmp_path / n).read_text()) for n in ("fib.py", "notes.txt")]
+    by_hand = ds4spec(*base, stdin=with_files(files, PROMPT.decode()).encode(), cwd=tmp_path)
+    assert with_context.returncode == 0, with_context.stderr
+    assert json.loads(with_context.stdout) == {**json.loads(by_hand.stdout), "stats": ANY}
+    assert json.loads(with_context.stdout)["stats"]["prompt_tokens"] == json.loads(by_hand.stdout)["stats"][
+        "prompt_tokens"]
+
+
+def test_speculation_with_context_files_equals_plain_output(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    (tmp_path / "fib.py").write_text(PROMPT.decode() * 4)
+    base = ("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "40", "--context", "fib.py")
+    plain = ds4spec(*base, "--draft", "none", cwd=tmp_path)
+    spec = ds4spec(*base, "--draft", "lookup", "--draft-max", "6", "--warmup", "0", cwd=tmp_path)
+    assert plain.returncode == 0 and spec.returncode == 0 and spec.stdout == plain.stdout
+
+
+@pytest.mark.parametrize(("make", "why"), [
+    (None, "no such file: missing.py"),
+    (lambda d: (d / "missing.py").write_bytes(b"\x00\x01"), "missing.py is a binary file, not text"),
+    (lambda d: (d / "missing.py").mkdir(), "missing.py is a directory"),
+], ids=["missing", "binary", "directory"])
+def test_a_bad_context_file_is_one_line_before_anything_loads(tiny_bpe_gguf: Path, tmp_path: Path, make: object,
+                                                              why: str) -> None:
+    if callable(make):
+        make(tmp_path)
+    one_line_error(ds4spec("complete", "--target", str(tiny_bpe_gguf), "--context", "missing.py", cwd=tmp_path), 2,
+                   why)
 
 
 def test_default_model_not_downloaded_says_how_to_pull_it() -> None:
