@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ds4spec.backend.prompt import ChatMessage
+from ds4spec.bench.workloads import load_tasks
 from ds4spec.engine.context_files import HEADING
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
@@ -220,3 +221,13 @@ def test_a_version_1_session_file_is_migrated_and_keeps_its_sessions(tmp_path: P
     assert store.files(1) == ["/x.py"]
     assert store._read("PRAGMA user_version") == [(SCHEMA_VERSION,)]
     store.close()
+
+
+def test_the_bench_files_workload_asks_as_the_chat_does_after_add(project: Path, conv: Conversation) -> None:
+    task = load_tasks("files", 1)[0]
+    (project / "has_close_elements.py").write_text(load_tasks("edits", 1)[0].messages[0].content  # type: ignore[index]
+                                                   .split("```python\n", 1)[1].rsplit("```", 1)[0])
+    run_command("/add has_close_elements.py", conv)
+    question = task.messages[0].content.rsplit("\n", 1)[-1]  # type: ignore[index]
+    assert "everywhere in has_close_elements.py," in question
+    assert conv.messages(question)[-1] == task.messages[0]  # type: ignore[index]

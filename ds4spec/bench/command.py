@@ -43,8 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "bench",
         help="measure speculative decoding against plain decoding",
-        description="Runs the benchmark workloads (code generation, edits, prose) through plain decoding and "
-        "each drafter mode, greedy, in one run, and prints speed, acceptance and identity with plain output.",
+        description="Runs the benchmark workloads (code generation, edits, edits of files in the conversation, "
+        "prose) through plain decoding and each drafter mode, greedy, in one run, and prints speed, acceptance "
+        "and identity with plain output.",
     )
     add_model_options(p)
     add_speculation_options(p)

@@ -1,23 +1,29 @@
-"""The benchmark workloads: code generation (HumanEval), edits, and prose, as prompts for target and drafter.
+"""The benchmark workloads: code generation (HumanEval), edits, files and prose, as prompts for target and drafter.
 
 The inputs ship in ``ds4spec/bench/data`` (a copy of the project's shared benchmark inputs; HumanEval is
 MIT-licensed, see ``LICENSE.humaneval`` there). Code generation is plain completion of the function; edits
 and prose are chat turns, rendered with the target's chat template (and with the drafter's own, by it).
+Files are the edits asked about a file in the conversation, put in front of the question as ``/add`` puts it
+(``ds4spec.engine.context_files``), which is the path the chat's and the REPL's edits take.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ds4spec.backend.prompt import ChatMessage, chat_tokens, completion_tokens
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.core.drafting import DraftContext
+from ds4spec.engine.context_files import ContextFile, with_files
 from ds4spec.errors import UsageError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-WORKLOADS = ("humaneval", "edits", "prose")
+WORKLOADS = ("humaneval", "edits", "files", "prose")
+_INPUTS = {"files": "edits"}  # the files workload asks the edits' questions about files
+_RENAMED = re.compile(r"Rename the function `(\w+)`")
 # The usual HumanEval stops: the function ends where the next top-level statement begins.
 CODE_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 
@@ -46,7 +52,7 @@ class Task:
 def load_tasks(workload: str, limit: int | None = None, data_dir: Path = DATA_DIR) -> list[Task]:
     if workload not in WORKLOADS:
         raise UsageError(f"unknown workload {workload!r} (known: {', '.join(WORKLOADS)})")
-    path = data_dir / f"{workload}.jsonl"
+    path = data_dir / f"{_INPUTS.get(workload, workload)}.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     tasks = [_task(workload, row) for row in rows]
     return tasks[:limit] if limit else tasks
@@ -59,4 +65,9 @@ def _task(workload: str, row: dict[str, str]) -> Task:
         fence = row.get("language", "python")
         ask = f"{row['instruction']}\n\n```{fence}\n{row['code']}```"
         return Task(workload, row["task_id"], messages=(ChatMessage("user", ask),))
+    if workload == "files":
+        named = _RENAMED.match(row["instruction"])
+        name = f"{named[1] if named else 'module'}.py"
+        ask = with_files([ContextFile(name, row["code"])], row["instruction"].replace("the code below", name))
+        return Task(workload, row["task_id"].replace("Edit", "File"), messages=(ChatMessage("user", ask),))
     return Task(workload, row["task_id"], messages=(ChatMessage("user", row["prompt"]),))
