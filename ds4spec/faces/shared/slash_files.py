@@ -10,7 +10,7 @@ from ds4spec.errors import InputError, UsageError
 from ds4spec.faces.shared import edits
 from ds4spec.faces.shared.command_result import CommandResult, Confirmation
 from ds4spec.faces.shared.conversation import Conversation
-from ds4spec.faces.shared.files import FileSnapshot, absolute, expand, read_file, shown_name
+from ds4spec.faces.shared.files import FileSnapshot, expand, read_file, shown_name
 
 FILE_COMMANDS: dict[str, str] = {
     "add": "put files into the conversation (paths or patterns such as src/*.py)",
@@ -67,8 +67,9 @@ def _drop(conv: Conversation, arg: str) -> CommandResult:
         if not paths:
             return CommandResult("no file is in the conversation")
     else:
-        named = expand(arg) if set("*?[") & set(arg) else [absolute(w) for w in arg.split()]
-        paths = [p for p in named if p in conv.files.snapshots] if set("*?[") & set(arg) else named
+        paths = expand(arg)
+        if set("*?[") & set(arg):  # a pattern drops what it matches among the files in; a name must be in
+            paths = [p for p in paths if p in conv.files.snapshots]
         if not paths:
             raise InputError(f"no file in the conversation matches {arg}; /files lists them")
     conv.files.drop(paths)
@@ -78,10 +79,8 @@ def _drop(conv: Conversation, arg: str) -> CommandResult:
 def _files(conv: Conversation, arg: str) -> CommandResult:
     if arg:
         raise UsageError("/files takes no argument")
-    notes = conv.files.refresh()
-    conv.take_notes()
+    lines = [*conv.take_notes(), *conv.files.refresh()]
     snapshots = list(conv.files.snapshots.values())
-    lines = [*notes]
     if not snapshots:
         lines.append("no file is in the conversation; /add PATH puts one in")
         return CommandResult("\n".join(lines))
