@@ -89,3 +89,18 @@ def test_a_file_changed_on_disk_is_named_when_the_next_message_is_sent(tiny_bpe_
         assert "greet.py changed on disk: the model sees it as it is now" in notes(app)
 
     drive(app, scenario)
+
+
+def test_an_at_path_in_a_message_attaches_the_file_to_it(tiny_bpe_gguf: Path, tmp_path: Path,
+                                                         project: Path) -> None:
+    app = make_app(tiny_bpe_gguf, tmp_path / "sessions.sqlite3", ctx=2048)
+
+    async def scenario(pilot: Pilot) -> None:
+        await ready(pilot)
+        await send(pilot, "What does @greet.py print?")
+        await answered(pilot)
+        question = app.conversation.history()[0]
+        assert question.content == "What does @greet.py print?"
+        assert question.files is not None and [a["text"] for a in question.files["attached"]] == [GREET]
+
+    drive(app, scenario)

@@ -49,6 +49,8 @@ def test_tab_completes_a_path_after_add_and_files_lists_it(tiny_bpe_gguf: Path, 
     repl.expect(r"added greet\.py \(\d+ tokens; [\d,]+ of the context's [\d,]+ tokens left\)")
     repl.type("/files\r")
     repl.expect(r"greet\.py +\d+ tokens")
+    repl.type("/drop greet.py\r")
+    repl.expect_exact("dropped greet.py")
     repl.type("/add missing.py\r")
     repl.expect_exact("ds4spec: no such file: missing.py")
     assert repl.exit() == 0
