@@ -19,7 +19,7 @@ from ds4spec.backend.prompt import ChatMessage
 from ds4spec.core.events import TextChunk
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
-from ds4spec.faces.server.stopping import decide
+from ds4spec.faces.shared.stopping import decide
 
 PREFIX = "def fibonacci(n):\n"
 LONG = 1500  # tokens: seconds of generation on the never-ending model, so a cancel lands in the middle

@@ -26,8 +26,9 @@ from ds4spec.faces.server import PROTOCOL_VERSION, rpc
 from ds4spec.faces.server.counters import Counters
 from ds4spec.faces.server.framing import FrameWriter
 from ds4spec.faces.server.jobs import Job, Outcome, run_job
-from ds4spec.faces.server.params import STOP_AT, CompleteParams, cancel_target, chat_params, complete_params
+from ds4spec.faces.server.params import STOP_AT, cancel_target, chat_params, complete_params
 from ds4spec.faces.server.rpc import Request, RequestId, RpcError
+from ds4spec.faces.shared.generation_params import CompleteParams
 
 log = logging.getLogger("ds4spec.faces.server")
 
