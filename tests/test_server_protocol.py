@@ -188,14 +188,14 @@ def test_speculating_server_answers_with_the_plain_text_and_cancels_within_a_cyc
         srv.kill()
 
 
-def test_serve_needs_stdio(tiny_bpe_gguf: Path) -> None:
+def test_serve_needs_a_transport(tiny_bpe_gguf: Path) -> None:
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, "-m", "ds4spec", "serve", "--target", str(tiny_bpe_gguf)],
                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2 and proc.stdout == b""
     assert proc.stderr.decode().strip() == (
-        "ds4spec: error: serve needs --stdio: stdin and stdout are its only transport")
+        "ds4spec: error: serve needs a transport: --stdio (editors) or --http [HOST:]PORT (OpenAI clients)")
 
 
 # -- errors -----------------------------------------------------------------------------------------------
