@@ -21,11 +21,14 @@ _LISTENING = re.compile(r"serving the OpenAI API on (http://\S+)/v1")
 class HttpServer:
     """``base`` is ``http://127.0.0.1:PORT``; ``url`` the API's root (``.../v1``). Port 0: the OS picks one."""
 
-    def __init__(self, target: Path | str, *extra: str, draft: str = "none", env: dict[str, str] | None = None,
-                 wait_ready: bool = True) -> None:
-        # One thread: llama.cpp's workers spin while they wait, and a busy 2-core machine has none to spare.
-        argv = [sys.executable, "-m", "ds4spec", "serve", "--http", "127.0.0.1:0", "--target", str(target),
-                "--draft", draft, "--threads", "1", *extra]
+    def __init__(self, target: Path | str | None, *extra: str, draft: str | None = "none", threads: int | None = 1,
+                 env: dict[str, str] | None = None, wait_ready: bool = True) -> None:
+        """None for ``target``, ``draft`` or ``threads`` leaves the flag out: the server's default applies. One
+        thread by default: llama.cpp's workers spin while they wait, and a busy 2-core machine has none to spare."""
+        argv = [sys.executable, "-m", "ds4spec", "serve", "--http", "127.0.0.1:0",
+                *(["--target", str(target)] if target is not None else []),
+                *(["--draft", draft] if draft is not None else []),
+                *(["--threads", str(threads)] if threads is not None else []), *extra]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      cwd=ROOT, env={**os.environ, **(env or {})})
         self._stderr: list[str] = []
@@ -48,7 +51,7 @@ class HttpServer:
                 self.base = match.group(1)
                 self._found.set()
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
         while httpx.get(self.base + "/health").status_code != 200:
             assert time.monotonic() < deadline, f"the server never became ready: {self.stderr_text()}"
