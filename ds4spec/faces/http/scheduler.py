@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 import traceback
-from collections import deque
+from collections.abc import Callable
 
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import ContextOverflow, Ds4Error, InputError, UsageError
 from ds4spec.faces.http.errors import ApiError, bad_request, internal, queue_full, unavailable
 from ds4spec.faces.http.jobs import HttpJob, Started
+from ds4spec.faces.shared.engine_worker import EngineWorker
 from ds4spec.faces.shared.generating import Outcome, run_generation
 
 log = logging.getLogger("ds4spec.faces.http")
@@ -29,16 +29,10 @@ SHUTTING_DOWN = "the server is shutting down"
 
 class Scheduler:
     def __init__(self, settings: Settings, max_queued: int) -> None:
-        self._settings = settings
         self.max_queued = max_queued
-        self._cond = threading.Condition()
-        self._queue: deque[HttpJob] = deque()
-        self._running: HttpJob | None = None
-        self._engine: Engine | None = None
-        self._loaded = False
-        self.load_error: str | None = None
-        self._stopping = False
-        self._worker = threading.Thread(target=self._work, name="ds4spec-generation", daemon=True)
+        self._worker: EngineWorker[HttpJob] = EngineWorker(settings, self._run, crashed=self._crashed)
+        self._lock = self._worker.lock
+        self._queue = self._worker.queue
 
     def start(self) -> None:
         self._worker.start()
@@ -48,11 +42,15 @@ class Scheduler:
     @property
     def state(self) -> str:
         """``loading``, ``ready``, ``failed`` (the load error is ``load_error``) or ``stopping``."""
-        if self._stopping:
+        if self._worker.stopping:
             return "stopping"
-        if not self._loaded:
+        if not self._worker.loaded:
             return "loading"
-        return "failed" if self._engine is None else "ready"
+        return "failed" if self._worker.engine is None else "ready"
+
+    @property
+    def load_error(self) -> str | None:
+        return self._worker.load_error
 
     def engine(self) -> Engine:
         """The loaded engine, for building a prompt; a 503 while it loads, after a failed load, or at shutdown."""
@@ -61,23 +59,23 @@ class Scheduler:
             raise unavailable("the model is still loading; GET /health answers 200 once it is ready")
         if state == "stopping":
             raise unavailable(SHUTTING_DOWN, "shutting_down")
-        if self._engine is None:
+        if self._worker.engine is None:
             raise unavailable(f"the model failed to load: {self.load_error}", "model_load_failed")
-        return self._engine
+        return self._worker.engine
 
     def submit(self, job: HttpJob) -> None:
-        with self._cond:
-            if self._stopping:
+        with self._lock:
+            if self._worker.stopping:
                 raise unavailable(SHUTTING_DOWN, "shutting_down")
             if len(self._queue) >= self.max_queued:
                 raise queue_full(self.max_queued)
             self._queue.append(job)
-            self._cond.notify_all()
+            self._lock.notify_all()
 
     def withdraw(self, job: HttpJob) -> None:
         """The client went away: a queued job leaves the queue now, a running one stops within one cycle."""
         job.cancel.set()
-        with self._cond:
+        with self._lock:
             if job in self._queue:
                 self._queue.remove(job)
                 # Nobody reads it, but the coroutine that waits on the channel must wake up and end.
@@ -86,67 +84,44 @@ class Scheduler:
 
     def counts(self) -> tuple[int, int]:
         """Jobs generating (0 or 1) and waiting."""
-        with self._cond:
-            return (self._running is not None), len(self._queue)
+        with self._lock:
+            return (self._worker.running is not None), len(self._queue)
 
     # -- shutting down ----------------------------------------------------------------------------------
 
     def stop_all(self) -> None:
         """Refuses new jobs, answers the queued ones with 503, and stops the running one within one cycle (it is
         answered with its text so far)."""
-        with self._cond:
-            self._stopping = True
+        with self._lock:
+            self._worker.stopping = True
             while self._queue:
                 job = self._queue.popleft()
                 job.cancel.set()
                 job.channel.put(unavailable(SHUTTING_DOWN, "shutting_down"))
-            if self._running is not None:
-                self._running.cancel.set()
-            self._cond.notify_all()
+            if self._worker.running is not None:
+                self._worker.running.cancel.set()
+            self._lock.notify_all()
 
     def close(self, timeout: float = 30.0) -> bool:
         """Stops everything and frees the models; False when the worker did not stop in time."""
         self.stop_all()
-        if self._worker.is_alive():
-            self._worker.join(timeout)
-            if self._worker.is_alive():
-                return False
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
-        return True
+        return self._worker.close(timeout)
 
     # -- the worker's side ------------------------------------------------------------------------------
 
-    def _work(self) -> None:
-        self._load()
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._stopping)
-                if not self._queue:
-                    return
-                job = self._running = self._queue.popleft()
-            try:
-                if not job.cancelled():
-                    job.channel.put(Started())
-                    job.channel.put(self._run(job))
-            finally:
-                with self._cond:
-                    self._running = None
+    def _run(self, job: HttpJob) -> Callable[[], None]:
+        if job.cancelled():
+            return lambda: None
+        job.channel.put(Started())
+        answer = self._answer(job)
+        return lambda: job.channel.put(answer)
 
-    def _load(self) -> None:
-        try:
-            self._engine = Engine.load(self._settings)
-        except Ds4Error as err:
-            self.load_error = str(err)
-        except Exception as err:  # a failed load is answered, never a dead server
-            self.load_error = f"{type(err).__name__}: {err}"
-        if self.load_error:
-            print(f"ds4spec: error: {self.load_error}", file=sys.stderr, flush=True)
-        self._loaded = True
+    @staticmethod
+    def _crashed(job: HttpJob) -> Callable[[], None]:
+        return lambda: job.channel.put(internal("internal error: the generation failed"))
 
-    def _run(self, job: HttpJob) -> Outcome | ApiError:
-        engine = self._engine
+    def _answer(self, job: HttpJob) -> Outcome | ApiError:
+        engine = self._worker.engine
         assert engine is not None  # jobs are queued only once the engine is loaded
         try:
             return run_generation(engine, job.params, job.cancelled, job.channel.put, job.prompt)
