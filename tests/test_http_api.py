@@ -8,23 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+from engine_text import chat_messages, chat_text, plain_engine, text_of
 from http_server import HttpServer, sse_data
 
-from ds4spec.backend.prompt import ChatMessage
-from ds4spec.core.events import TextChunk
 from ds4spec.engine.engine import Engine
-from ds4spec.engine.settings import Settings
 
 QUESTION = [{"role": "system", "content": "You write Python."}, {"role": "user", "content": "Add two numbers."}]
 
 
 @pytest.fixture(scope="module")
 def engine(tiny_bpe_gguf: Path) -> Iterator[Engine]:
-    with Engine.load(Settings(target=str(tiny_bpe_gguf), draft="none", threads=1)) as eng:
+    with plain_engine(tiny_bpe_gguf) as eng:
         yield eng
 
 
@@ -33,14 +30,6 @@ def server(tiny_bpe_gguf: Path) -> Iterator[HttpServer]:
     srv = HttpServer(tiny_bpe_gguf, "--max-tokens", "16")
     yield srv
     srv.kill()
-
-
-def text_of(events: Iterator[Any]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextChunk))
-
-
-def chat_text(engine: Engine, messages: list[dict[str, str]], **kwargs: Any) -> str:
-    return text_of(engine.chat([ChatMessage(m["role"], m["content"]) for m in messages], **kwargs))
 
 
 def test_models_lists_the_loaded_target_and_health_says_ok(server: HttpServer, tiny_bpe_gguf: Path) -> None:
@@ -57,7 +46,7 @@ def test_chat_answers_with_the_engines_greedy_text_whatever_model_is_named(serve
     assert text and answer["choices"][0]["message"] == {"role": "assistant", "content": text}
     assert answer["object"] == "chat.completion" and answer["id"].startswith("chatcmpl-")
     assert answer["choices"][0]["finish_reason"] in ("stop", "length")
-    prompt_tokens = len(engine.chat_prompt([ChatMessage(m["role"], m["content"]) for m in QUESTION]).tokens)
+    prompt_tokens = len(engine.chat_prompt(chat_messages(QUESTION)).tokens)
     assert answer["usage"]["prompt_tokens"] == prompt_tokens
     assert answer["usage"]["total_tokens"] == prompt_tokens + answer["usage"]["completion_tokens"]
     assert answer["ds4spec"]["committed_tokens"] == answer["usage"]["completion_tokens"]
@@ -144,5 +133,5 @@ def test_control_tokens_in_user_text_stay_text(server: HttpServer, engine: Engin
     answer = server.post("/chat/completions", {"messages": messages, "max_tokens": 8}).json()
     assert answer["choices"][0]["message"]["content"] == chat_text(engine, messages, max_tokens=8)
     # Read as control tokens, the markers would be one token each and the prompt shorter than the engine's.
-    prompt = engine.chat_prompt([ChatMessage(m["role"], m["content"]) for m in messages])
+    prompt = engine.chat_prompt(chat_messages(messages))
     assert answer["usage"]["prompt_tokens"] == len(prompt.tokens)

@@ -16,12 +16,10 @@ from pathlib import Path
 
 import openai
 import pytest
+from engine_text import chat_text, plain_engine, text_of
 from http_server import HttpServer
 
-from ds4spec.backend.prompt import ChatMessage
-from ds4spec.core.events import TextChunk
 from ds4spec.engine.engine import Engine
-from ds4spec.engine.settings import Settings
 
 KEY = "s3cret-key"
 QUESTION = [{"role": "user", "content": "Write a function that adds two numbers."}]
@@ -29,7 +27,7 @@ QUESTION = [{"role": "user", "content": "Write a function that adds two numbers.
 
 @pytest.fixture(scope="module")
 def engine(tiny_bpe_gguf: Path) -> Iterator[Engine]:
-    with Engine.load(Settings(target=str(tiny_bpe_gguf), draft="none", threads=1)) as eng:
+    with plain_engine(tiny_bpe_gguf) as eng:
         yield eng
 
 
@@ -45,13 +43,8 @@ def client(server: HttpServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url, api_key=KEY, max_retries=0, timeout=60)
 
 
-def chat_text(engine: Engine, messages: list[dict[str, str]], max_tokens: int) -> str:
-    events = engine.chat([ChatMessage(m["role"], m["content"]) for m in messages], max_tokens=max_tokens)
-    return "".join(e.text for e in events if isinstance(e, TextChunk))
-
-
 def complete_text(engine: Engine, prefix: str, suffix: str | None, max_tokens: int) -> str:
-    return "".join(e.text for e in engine.complete(prefix, suffix, max_tokens=max_tokens) if isinstance(e, TextChunk))
+    return text_of(engine.complete(prefix, suffix, max_tokens=max_tokens))
 
 
 def test_openai_lists_the_model(client: openai.OpenAI, tiny_bpe_gguf: Path) -> None:
@@ -60,7 +53,7 @@ def test_openai_lists_the_model(client: openai.OpenAI, tiny_bpe_gguf: Path) -> N
 
 def test_openai_chat_answers_with_usage_and_ds4spec_statistics(client: openai.OpenAI, engine: Engine) -> None:
     answer = client.chat.completions.create(model="gpt-4o-mini", messages=QUESTION, max_tokens=12)  # type: ignore[arg-type]
-    assert answer.choices[0].message.content == chat_text(engine, QUESTION, 12)
+    assert answer.choices[0].message.content == chat_text(engine, QUESTION, max_tokens=12)
     statistics = (answer.model_extra or {})["ds4spec"]  # the extra field an OpenAI client keeps and ignores
     assert answer.usage is not None and answer.usage.completion_tokens == statistics["committed_tokens"]
 
@@ -70,7 +63,7 @@ def test_openai_streams_a_chat_with_usage_at_the_end(client: openai.OpenAI, engi
                                             stream_options={"include_usage": True})
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert text == chat_text(engine, QUESTION, 12) and len([c for c in chunks if c.choices]) > 2
+    assert text == chat_text(engine, QUESTION, max_tokens=12) and len([c for c in chunks if c.choices]) > 2
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
 
 
@@ -111,4 +104,4 @@ def test_llm_cli_answers_a_prompt_through_extra_openai_models(server: HttpServer
                            "--no-log", prompt], env={**os.environ, "LLM_USER_PATH": str(tmp_path)},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == chat_text(engine, QUESTION, 12) + "\n"
+    assert proc.stdout == chat_text(engine, QUESTION, max_tokens=12) + "\n"

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import openai
 import pytest
+from engine_text import chat_messages
 from http_server import HttpServer
 from spec_helpers import assert_lossless
 
-from ds4spec.backend.prompt import ChatMessage
 from ds4spec.core.events import Finished, FinishReason
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.core.stats import GenerationStats
@@ -55,7 +55,7 @@ def test_a_streamed_chat_through_openai_equals_plain_greedy_decoding(server: Htt
     server.terminate()  # its models leave memory before the engine below loads the target again
 
     with Engine.load(Settings(draft="none", ctx=CTX)) as engine:
-        prompt = engine.chat_prompt([ChatMessage(m["role"], m["content"]) for m in CONVERSATION])
+        prompt = engine.chat_prompt(chat_messages(CONVERSATION))
         plain = list(engine.generate(prompt, max_tokens=MAX_TOKENS))[-1]
         assert isinstance(plain, Finished)
         spec = Finished(FinishReason(statistics["finish_reason"]), GenerationStats(), tuple(statistics["tokens"]))
