@@ -17,7 +17,7 @@ from typing import Any
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -98,7 +98,7 @@ class Routes:
         drafter = engine.drafter_name if engine.speculating else None
         answer = Answer(chat, self._options.model_id, reply, drafter)
         try:
-            await streaming.turn(job)
+            await streaming.wait_turn(job)
             if reply.stream:
                 stream = streaming.events(answer, job, self._scheduler, watcher)
                 watcher = None  # the stream owns it now
@@ -123,13 +123,16 @@ class Routes:
         over = declared.isdigit() and int(declared) > limit
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > _DRAIN_LIMIT:
-                break
-            over = over or size > limit
-            if not over:
-                chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > _DRAIN_LIMIT:
+                    break
+                over = over or size > limit
+                if not over:
+                    chunks.append(chunk)
+        except ClientDisconnect:
+            raise ApiError(499, "the client closed the connection while sending", code="client_closed") from None
         if over or size > limit:
             raise too_large(limit)
         try:

@@ -34,7 +34,7 @@ def watch_disconnect(request: Request, gone: Callable[[], None]) -> asyncio.Task
     return asyncio.create_task(watch())
 
 
-async def turn(job: HttpJob) -> None:
+async def wait_turn(job: HttpJob) -> None:
     """Waits until the job runs; raises the ``ApiError`` it got instead (a shutdown, a withdrawal)."""
     item = await job.channel.get()
     if isinstance(item, ApiError):
