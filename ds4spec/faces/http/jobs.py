@@ -48,7 +48,6 @@ class HttpJob:
     prompt: Prompt
     channel: Channel
     cancel: threading.Event = field(default_factory=threading.Event)
-    finished: bool = False  # the worker put its Outcome or ApiError
 
     def cancelled(self) -> bool:
         return self.cancel.is_set()
