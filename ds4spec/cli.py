@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ds4spec.faces import complete, doctor
     from ds4spec.faces import models as cli_models
     from ds4spec.faces.chat import command as chat
+    from ds4spec.faces.http import command as serve_http
     from ds4spec.faces.repl import command as repl
     from ds4spec.faces.server import stdio as serve
 
@@ -50,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli_models.register(subparsers)
     bench.register(subparsers)
     doctor.register(subparsers)
-    serve.register(subparsers)
+    serve_parser = serve.register(subparsers)
+    serve_http.add_http_options(serve_parser)
+    serve_parser.set_defaults(func=lambda args: (serve_http.run if args.http is not None else serve.run)(args))
     return parser
 
 

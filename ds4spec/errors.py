@@ -19,6 +19,10 @@ class InputError(UsageError):
     """The text on stdin (or in an editor message) cannot be used as it is."""
 
 
+class ContextOverflow(InputError):
+    """The prompt does not fit the context window (a server answers it as ``context_length_exceeded``)."""
+
+
 class ModelError(Ds4Error):
     """A model is missing, corrupt, or fails to load."""
 

@@ -20,7 +20,7 @@ from ds4spec.backend.prompt import ChatMessage
 from ds4spec.core.events import TextChunk
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
-from ds4spec.faces.server.stopping import decide
+from ds4spec.faces.shared.stopping import decide
 
 SOURCE = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
 ROW, COL = 3, 0  # the empty line: 1-based row, 0-based byte column, as Neovim counts

@@ -19,7 +19,7 @@ from ds4spec.backend.prompt import ChatMessage
 from ds4spec.core.events import TextChunk
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
-from ds4spec.faces.server.stopping import decide
+from ds4spec.faces.shared.stopping import decide
 
 PREFIX = "def fibonacci(n):\n"
 LONG = 1500  # tokens: seconds of generation on the never-ending model, so a cancel lands in the middle
@@ -188,14 +188,14 @@ def test_speculating_server_answers_with_the_plain_text_and_cancels_within_a_cyc
         srv.kill()
 
 
-def test_serve_needs_stdio(tiny_bpe_gguf: Path) -> None:
+def test_serve_needs_a_transport(tiny_bpe_gguf: Path) -> None:
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, "-m", "ds4spec", "serve", "--target", str(tiny_bpe_gguf)],
                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2 and proc.stdout == b""
     assert proc.stderr.decode().strip() == (
-        "ds4spec: error: serve needs --stdio: stdin and stdout are its only transport")
+        "ds4spec: error: serve needs a transport: --stdio (editors) or --http [HOST:]PORT (OpenAI clients)")
 
 
 # -- errors -----------------------------------------------------------------------------------------------

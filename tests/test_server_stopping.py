@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ds4spec.faces.server.stopping import Stopper, decide
+from ds4spec.faces.shared.stopping import Stopper, decide
 
 
 @pytest.mark.parametrize(("text", "expected"), [

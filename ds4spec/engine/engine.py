@@ -21,6 +21,7 @@ from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
 from ds4spec.core.events import Event
 from ds4spec.core.plain import GenerationRequest, generate_plain
+from ds4spec.core.sampling import SamplingSettings
 from ds4spec.core.speculative import generate_speculative
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.engine.loading import (
@@ -34,7 +35,7 @@ from ds4spec.engine.loading import (
     stderr_note,
 )
 from ds4spec.engine.settings import Settings
-from ds4spec.errors import InputError
+from ds4spec.errors import ContextOverflow, InputError
 from ds4spec.policy.costs import unasked_note
 from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.memory import PolicyMemory
@@ -196,7 +197,7 @@ class Engine:
             raise InputError("the prompt is empty and the model adds no start token: there is nothing to continue")
         n_ctx = self.target.n_ctx
         if len(tokens) >= n_ctx:
-            raise InputError(
+            raise ContextOverflow(
                 f"the prompt is {len(tokens)} tokens but the context holds {n_ctx} "
                 f"(the model was trained on up to {self.target.n_ctx_train}); {hint}"
             )
@@ -210,12 +211,14 @@ class Engine:
         max_tokens: int | None = None,
         stop: Sequence[str] | None = None,
         cancelled: Cancelled = _never,
+        sampling: SamplingSettings | None = None,
     ) -> Iterator[Event]:
-        """The event stream for ``prompt``: ``TextChunk``s, ``CycleReport``s when speculating, one ``Finished``."""
+        """The event stream for ``prompt``: ``TextChunk``s, ``CycleReport``s when speculating, one ``Finished``.
+        ``sampling`` replaces the settings' own for this generation (a server's per-request temperature)."""
         request = GenerationRequest(
             prompt.tokens,
             self.settings.max_tokens if max_tokens is None else max_tokens,
-            self.settings.sampling(),
+            self.settings.sampling() if sampling is None else sampling,
             tuple(self.settings.stop if stop is None else stop),
         )
         if not self._lock.acquire(blocking=False):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ds4spec.core.stats import GenerationStats, acceptance_rate
-from ds4spec.faces.server.jobs import Outcome
+from ds4spec.faces.shared.generating import Outcome
 
 
 @dataclass(slots=True)

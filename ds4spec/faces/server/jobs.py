@@ -1,7 +1,8 @@
 """One generation request (``complete`` or ``chat``) and how the worker runs it against the engine.
 
 The job's ``cancel`` event is what the engine polls once per speculative cycle (or plain step), so a cancel,
-a superseding request, a shutdown or the end of a line or block all stop generation within one cycle.
+a superseding request, a shutdown or the end of a line or block all stop generation within one cycle. The
+generation itself is ``faces.shared.generating``, shared with the HTTP server.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ds4spec.core.events import Finished, FinishReason, TextChunk
-from ds4spec.core.stats import GenerationStats
 from ds4spec.engine.engine import Engine
-from ds4spec.faces.server.params import ChatParams, CompleteParams
 from ds4spec.faces.server.rpc import RequestId
-from ds4spec.faces.server.stopping import Stopper
+from ds4spec.faces.shared.generating import Outcome, run_generation
+from ds4spec.faces.shared.generation_params import ChatParams, CompleteParams
+
+__all__ = ["Job", "Outcome", "run_job"]
 
 
 @dataclass(eq=False, slots=True)
@@ -34,40 +35,9 @@ class Job:
         self.cancel.set()
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    text: str
-    finish_reason: str  # eog, stop, length, context, or cancelled
-    stats: GenerationStats
-
-    @property
-    def cancelled(self) -> bool:
-        return self.finish_reason == FinishReason.CANCELLED.value
-
-
 def run_job(engine: Engine, job: Job, partial: Callable[[str], None]) -> Outcome:
     """Generates for ``job``, calling ``partial`` with each newly final piece of text when it streams.
 
     Raises what the engine raises for a prompt it cannot use (``InputError``, ``ModelError``).
     """
-    params = job.params
-    if isinstance(params, CompleteParams):
-        prompt = engine.completion_prompt(params.prefix, params.suffix, params.language)
-        stopper = Stopper(params.stop_at, params.prefix[params.prefix.rfind("\n") + 1:])
-    else:
-        prompt = engine.chat_prompt(params.messages)
-        stopper = Stopper(None)
-    gen = params.generation
-    events = engine.generate(prompt, max_tokens=gen.max_tokens, stop=gen.stop,
-                             cancelled=lambda: job.cancel.is_set() or stopper.done)
-    for event in events:
-        if isinstance(event, TextChunk):
-            text = stopper.feed(event.text)
-            if text and gen.stream:
-                partial(text)
-        elif isinstance(event, Finished):
-            reason = event.reason.value
-            if stopper.done:
-                reason = FinishReason.STOP.value  # the option ended at its line or block, not by a cancel
-            return Outcome(stopper.text, reason, event.stats)
-    raise RuntimeError("the generator ended without a Finished event")
+    return run_generation(engine, job.params, job.cancel.is_set, partial)

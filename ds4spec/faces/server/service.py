@@ -12,9 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-import threading
 import traceback
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +24,10 @@ from ds4spec.faces.server import PROTOCOL_VERSION, rpc
 from ds4spec.faces.server.counters import Counters
 from ds4spec.faces.server.framing import FrameWriter
 from ds4spec.faces.server.jobs import Job, Outcome, run_job
-from ds4spec.faces.server.params import STOP_AT, CompleteParams, cancel_target, chat_params, complete_params
+from ds4spec.faces.server.params import STOP_AT, cancel_target, chat_params, complete_params
 from ds4spec.faces.server.rpc import Request, RequestId, RpcError
+from ds4spec.faces.shared.engine_worker import EngineWorker
+from ds4spec.faces.shared.generation_params import CompleteParams
 
 log = logging.getLogger("ds4spec.faces.server")
 
@@ -37,21 +37,16 @@ MAX_QUEUED = 64
 
 class Service:
     def __init__(self, settings: Settings, writer: FrameWriter, *, max_message_bytes: int) -> None:
-        self._settings = settings
         self._out = writer
         self._max_message_bytes = max_message_bytes
-        self._cond = threading.Condition()
-        self._queue: deque[Job] = deque()
-        self._running: Job | None = None
-        self._engine: Engine | None = None
-        self._load_error: str | None = None
         self._identity: dict[str, Any] | None = None  # models and capabilities, set once they are loaded
-        self._loaded = False
         self._waiting_init: list[RequestId] = []
-        self._stopping = False
         self.shut_down = False  # ``shutdown`` was answered: only ``exit`` is accepted now
         self._counters = Counters()
-        self._worker = threading.Thread(target=self._work, name="ds4spec-generation", daemon=True)
+        self._worker: EngineWorker[Job] = EngineWorker(settings, self._run, crashed=self._crashed,
+                                                       loaded=self._identify, after_load=self._answer_init)
+        self._cond = self._worker.lock
+        self._queue = self._worker.queue
         self._methods: dict[str, Callable[[Request], Any]] = {
             "initialize": self._initialize,
             "complete": self._generate,
@@ -96,14 +91,14 @@ class Service:
 
     def _initialize(self, req: Request) -> Any:
         with self._cond:
-            if not self._loaded:
+            if not self._worker.loaded:
                 self._waiting_init.append(req.id)
                 return _LATER
         return self._initialize_result()
 
     def _initialize_result(self) -> Any:
         if self._identity is None:
-            raise RpcError(rpc.MODEL_ERROR, self._load_error or "the models are not loaded")
+            raise RpcError(rpc.MODEL_ERROR, self._worker.load_error or "the models are not loaded")
         return {"protocolVersion": PROTOCOL_VERSION, "serverInfo": {"name": "ds4spec", "version": __version__},
                 **self._identity}
 
@@ -132,7 +127,7 @@ class Service:
             self._queue.remove(old)
             self._counters.superseded += 1
             self._answer_cancelled(old, why, None)
-        running = self._running
+        running = self._worker.running
         if running is not None and running.document == job.document and not running.cancel.is_set():
             self._counters.superseded += 1
             running.stop(why)
@@ -146,7 +141,7 @@ class Service:
                     self._counters.cancelled += 1
                     self._answer_cancelled(job, "request cancelled", None)
                     return {"cancelled": True}
-            running = self._running
+            running = self._worker.running
             if running is not None and running.request_id == target and not running.cancel.is_set():
                 self._counters.cancelled += 1
                 running.stop("request cancelled")
@@ -160,61 +155,34 @@ class Service:
                 **self._counters.as_dict(),
                 "loaded": identity != {},
                 "models": identity.get("models", {"target": None, "drafter": None}),
-                "running": self._running.request_id if self._running else None,
+                "running": self._worker.running.request_id if self._worker.running else None,
                 "queued": [j.request_id for j in self._queue],
             }
 
     def _shutdown(self, req: Request) -> Any:
         self._stop_all("the server is shutting down")
         with self._cond:
-            self._cond.wait_for(lambda: self._running is None, timeout=30)
+            self._cond.wait_for(lambda: self._worker.running is None, timeout=30)
         self.shut_down = True
         return None
 
     # -- the worker's side ------------------------------------------------------------------------------
 
-    def _work(self) -> None:
-        self._load()
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._stopping)
-                if not self._queue:
-                    return
-                job = self._running = self._queue.popleft()
-            answer = rpc.error(job.request_id, RpcError(rpc.INTERNAL_ERROR, "internal error: the job failed"))
-            try:
-                answer = self._run(job)
-            finally:
-                # Off the books and answered in one step: a client holding the answer never sees the job
-                # running in ``stats``, and ``shutdown`` answers only after it.
-                with self._cond:
-                    self._running = None
-                    self._out.write(answer)
-                    self._cond.notify_all()
+    def _identify(self, engine: Engine) -> None:
+        tok = engine.target.tokenizer
+        self._identity = {
+            "models": {"target": engine.target_name, "drafter": engine.drafter_name},
+            "capabilities": {
+                "complete": {"fim": tok.fim_tokens() is not None, "stopAt": list(STOP_AT)},
+                "chat": bool(engine.target.chat_template),
+                "cancel": True,
+                "partial": PARTIAL,
+                "maxMessageBytes": self._max_message_bytes,
+            },
+        }
 
-    def _load(self) -> None:
-        try:
-            engine = self._engine = Engine.load(self._settings)
-            tok = engine.target.tokenizer
-            # Read here, on the worker, so that the reader thread never touches llama.cpp.
-            self._identity = {
-                "models": {"target": engine.target_name, "drafter": engine.drafter_name},
-                "capabilities": {
-                    "complete": {"fim": tok.fim_tokens() is not None, "stopAt": list(STOP_AT)},
-                    "chat": bool(engine.target.chat_template),
-                    "cancel": True,
-                    "partial": PARTIAL,
-                    "maxMessageBytes": self._max_message_bytes,
-                },
-            }
-        except Ds4Error as err:
-            self._load_error = str(err)
-        except Exception as err:  # a failed load is answered, never a dead server
-            self._load_error = f"the models failed to load: {err}"
-        if self._load_error:
-            print(f"ds4spec: error: {self._load_error}", file=sys.stderr, flush=True)
+    def _answer_init(self) -> None:
         with self._cond:
-            self._loaded = True
             waiting, self._waiting_init = self._waiting_init, []
         for rid in waiting:
             try:
@@ -222,19 +190,29 @@ class Service:
             except RpcError as err:
                 self._fail(rid, err)
 
-    def _run(self, job: Job) -> bytes:
-        """Runs ``job`` and returns its encoded answer (written by the caller, once the job is off the books)."""
+    def _crashed(self, job: Job) -> Callable[[], None]:
+        answer = rpc.error(job.request_id, RpcError(rpc.INTERNAL_ERROR, "internal error: the job failed"))
+        return lambda: self._out.write(answer)
+
+    def _run(self, job: Job) -> Callable[[], None]:
+        """Runs ``job``; its answer is written as it leaves the books, so that a client holding the answer never
+        sees the job running in ``stats``, and ``shutdown`` answers only after it."""
+        answer = self._answer(job)
+        return lambda: self._out.write(answer)
+
+    def _answer(self, job: Job) -> bytes:
         rid = job.request_id
         if job.cancel.is_set():
             return self._cancelled(job, job.why, None)
-        if self._engine is None or self._identity is None:
-            return rpc.error(rid, RpcError(rpc.MODEL_ERROR, self._load_error or "the models are not loaded"))
+        engine = self._worker.engine
+        if engine is None or self._identity is None:
+            return rpc.error(rid, RpcError(rpc.MODEL_ERROR, self._worker.load_error or "the models are not loaded"))
 
         def partial(text: str) -> None:
             self._out.write(rpc.notification(PARTIAL, {"id": rid, "text": text}))
 
         try:
-            outcome = run_job(self._engine, job, partial)
+            outcome = run_job(engine, job, partial)
         except (InputError, UsageError) as err:
             return rpc.error(rid, RpcError(rpc.INPUT_ERROR, str(err)))
         except Ds4Error as err:
@@ -255,28 +233,18 @@ class Service:
         with self._cond:
             while self._queue:
                 self._answer_cancelled(self._queue.popleft(), why, None)
-            if self._running is not None:
-                self._running.stop(why)
+            if self._worker.running is not None:
+                self._worker.running.stop(why)
 
     def close(self, timeout: float = 30.0) -> bool:
         """Stops every job and the worker, then frees the models; False when the worker did not stop in time."""
         self._stop_all("the server is shutting down")
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._worker.is_alive():
-            self._worker.join(timeout)
-            if self._worker.is_alive():
-                return False
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
-        return True
+        return self._worker.close(timeout)
 
     # -- answers ----------------------------------------------------------------------------------------
 
     def _in_flight(self) -> list[Job]:
-        return [*self._queue, *([self._running] if self._running else [])]
+        return [*self._queue, *([self._worker.running] if self._worker.running else [])]
 
     def _answer_cancelled(self, job: Job, why: str, outcome: Outcome | None) -> None:
         self._out.write(self._cancelled(job, why, outcome))

@@ -25,24 +25,27 @@ from ds4spec.faces.server.service import Service
 log = logging.getLogger("ds4spec.faces.server")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """The ``serve`` command with its stdio transport; the command line adds the HTTP one (``faces.http``)."""
     p = subparsers.add_parser(
         "serve",
-        help="serve editors: JSON-RPC 2.0 over stdin/stdout (see docs/protocol.md)",
-        description="Serves completions (fill-in-the-middle included) and chat to an editor over stdin and "
-        "stdout, framed like LSP. The flags set the models and the defaults of every request; logs go to "
-        "stderr. The protocol is documented in docs/protocol.md.",
+        help="serve editors (JSON-RPC over stdin/stdout) or OpenAI-compatible clients (HTTP)",
+        description="Serves completions (fill-in-the-middle included) and chat: to an editor over stdin and "
+        "stdout, framed like LSP (--stdio, docs/protocol.md), or to OpenAI-compatible clients over HTTP "
+        "(--http, docs/http.md). The flags set the models and the defaults of every request; logs go to "
+        "stderr.",
     )
-    p.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (the only transport)")
+    p.add_argument("--stdio", action="store_true", help="talk JSON-RPC over stdin/stdout")
     add_model_options(p)
     add_speculation_options(p)
     add_sampling_options(p)
     p.set_defaults(func=run)
+    return p
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.stdio:
-        raise UsageError("serve needs --stdio: stdin and stdout are its only transport")
+        raise UsageError("serve needs a transport: --stdio (editors) or --http [HOST:]PORT (OpenAI clients)")
     settings = settings_from_args(args)
     check_settings(settings)  # usage errors end the command before it serves anything
     writer = FrameWriter(claim_stdout())
