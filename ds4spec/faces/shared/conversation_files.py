@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ds4spec.errors import InputError
-from ds4spec.faces.shared.files import FileSnapshot, absolute, read_file, sha256, shown_name
+from ds4spec.faces.shared.files import FileSnapshot, absolute, read_file, sha256, shown_name, snapshot_of
 from ds4spec.faces.shared.sessions import SessionStore
 
 _MENTION = re.compile(r"(?<!\S)@(\S+)")
@@ -104,7 +104,8 @@ class AddedFiles:
             if data is not None and sha256(data) == old.sha256:
                 continue
             try:
-                self.snapshots[path] = read_file(path)
+                # Bytes already read are not read again; a path that could not be read gets read_file's reason.
+                self.snapshots[path] = read_file(path) if data is None else snapshot_of(path, data)
             except InputError as err:
                 self.drop([path])
                 gone = "is gone" if data is None else f"can no longer be used ({err})"

@@ -45,10 +45,7 @@ class ProposedChange:
         return shown_name(self.path)
 
     def counts(self) -> str:
-        lines = self.diff.splitlines()
-        added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
-        removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
-        return f"+{added} -{removed} lines"
+        return _counts(self.diff)
 
 
 def propose(conv: Conversation, path_arg: str = "") -> ProposedChange:
@@ -96,8 +93,7 @@ def undo(conv: Conversation, path_arg: str = "") -> str:
     write_atomically(target, applied.before)
     conv.store.mark_undone(applied.id)
     _reread(conv, target)
-    change = ProposedChange(target, now, applied.before, _diff(name, now.text, applied.before))
-    return f"restored {name} as it was before /apply ({change.counts()})"
+    return f"restored {name} as it was before /apply ({_counts(_diff(name, now.text, applied.before))})"
 
 
 def _last_exchange(conv: Conversation) -> tuple[SentFiles, str]:
@@ -194,6 +190,13 @@ def _non_blank(text: str) -> int:
 def _diff(name: str, before: str, after: str) -> str:
     return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                         f"a/{name}", f"b/{name}"))
+
+
+def _counts(diff: str) -> str:
+    lines = diff.splitlines()
+    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
+    return f"+{added} -{removed} lines"
 
 
 def _reread(conv: Conversation, path: Path) -> None:

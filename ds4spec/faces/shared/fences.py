@@ -21,11 +21,19 @@ class CodeBlock:
 
 def opening(line: str) -> tuple[str, str] | None:
     """``(fence, language)`` when ``line`` opens a fenced block, else None."""
+    opened = opening_info(line)
+    return None if opened is None else (opened[0], _language(opened[1]))
+
+
+def opening_info(line: str) -> tuple[str, str] | None:
+    """``(fence, info string)`` when ``line`` opens a fenced block, else None."""
     match = FENCE.match(line.rstrip("\n"))
-    if not match:
-        return None
-    info = match["info"].split()
-    return match["fence"], info[0] if info else ""
+    return None if match is None else (match["fence"], match["info"])
+
+
+def _language(info: str) -> str:
+    words = info.split()
+    return words[0] if words else ""
 
 
 def closes(line: str, fence: str) -> bool:
@@ -45,10 +53,10 @@ def code_blocks(text: str) -> list[CodeBlock]:
     lines: list[str] = []
     for number, line in enumerate(text.splitlines(keepends=True)):
         if fence is None:
-            match = FENCE.match(line.rstrip("\n"))
-            if match:
-                fence, info, start = match["fence"], match["info"], number
-                language = info.split()[0] if info.split() else ""
+            opened = opening_info(line)
+            if opened:
+                (fence, info), start = opened, number
+                language = _language(info)
                 lines = []
         elif closes(line, fence):
             blocks.append(CodeBlock(fence, language, "".join(lines), True, info, start))

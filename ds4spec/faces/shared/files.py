@@ -64,6 +64,12 @@ def read_file(path: Path) -> FileSnapshot:
         raise InputError(f"no such file: {name}") from None
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
+    return snapshot_of(path, data)
+
+
+def snapshot_of(path: Path, data: bytes) -> FileSnapshot:
+    """``data``, read from ``path``, as text; ``InputError`` for a binary or non-UTF-8 file."""
+    name = shown_name(path)
     if b"\x00" in data[:BINARY_SNIFF]:
         raise InputError(f"{name} is a binary file, not text")
     try:

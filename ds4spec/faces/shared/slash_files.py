@@ -28,35 +28,36 @@ def _add(conv: Conversation, arg: str) -> CommandResult:
     new = [read_file(p) for p in expand(arg) if p not in conv.files.snapshots]
     if not new:
         return CommandResult("already in the conversation; /files lists what is")
-    tokens = _check_room(conv, new)
+    room = _check_room(conv, new)
     conv.files.add(new)
     names = ", ".join(s.name for s in new)
-    size = "" if tokens is None else f" ({tokens:,} tokens; {_left(conv)})"
+    size = "" if room is None or conv.engine is None else f" ({room[0]:,} tokens; {_left(conv.engine, room[1])})"
     return CommandResult(f"added {names}{size}")
 
 
-def _check_room(conv: Conversation, new: Sequence[FileSnapshot]) -> int | None:
-    """The new files' size in tokens; ``InputError`` with both sizes when they would overflow the context."""
+def _check_room(conv: Conversation, new: Sequence[FileSnapshot]) -> tuple[int, int] | None:
+    """The new files' size in tokens and the conversation's with them; ``InputError`` with both sizes when they
+    would overflow the context."""
     engine = conv.engine
     if engine is None:
         return None  # sizes are checked when the message is sent
     tokens = sum(_tokens(engine, s) for s in new)
-    if engine.chat_size(conv.messages("", new)) >= engine.target.n_ctx:
+    used = engine.chat_size(conv.messages("", new))
+    if used >= engine.target.n_ctx:
         names = ", ".join(s.name for s in new)
         free = max(0, engine.target.n_ctx - engine.chat_size(conv.messages("")))
         raise InputError(f"{names} would take {tokens:,} tokens, but only {free:,} of the context's "
                          f"{engine.target.n_ctx:,} are free (--ctx raises it)")
-    return tokens
+    return tokens, used
 
 
 def _tokens(engine: Engine, snapshot: FileSnapshot) -> int:
     return engine.token_count(fenced(snapshot.name, snapshot.text))
 
 
-def _left(conv: Conversation) -> str:
-    assert conv.engine is not None
-    used = conv.engine.chat_size(conv.messages(""))
-    return f"{max(0, conv.engine.target.n_ctx - used):,} of the context's {conv.engine.target.n_ctx:,} tokens left"
+def _left(engine: Engine, used: int) -> str:
+    """What is left of the context when the conversation takes ``used`` tokens."""
+    return f"{max(0, engine.target.n_ctx - used):,} of the context's {engine.target.n_ctx:,} tokens left"
 
 
 def _drop(conv: Conversation, arg: str) -> CommandResult:
@@ -89,7 +90,8 @@ def _files(conv: Conversation, arg: str) -> CommandResult:
     for s in snapshots:
         size = f"{_tokens(engine, s):>8,} tokens" if engine is not None else f"{len(s.text.encode()):>8,} bytes"
         lines.append(f"{s.name:<{width}}{size}")
-    lines.append(_left(conv) if engine is not None else "(sizes in tokens once the model has loaded)")
+    lines.append(_left(engine, engine.chat_size(conv.messages(""))) if engine is not None
+                 else "(sizes in tokens once the model has loaded)")
     return CommandResult("\n".join(lines))
 
 
