@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 
 import pytest
 from spec_helpers import OracleDrafter, run_plain, run_spec
@@ -22,6 +23,7 @@ from ds4spec.core.drafting import Draft, DraftContext
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.policy.costs import seconds_per_token
 from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy, could_pay_on
+from ds4spec.policy.probing import FIRST_PROBE_AFTER
 from ds4spec.policy.profile import VerifyProfile, measure
 
 PROMPT = b"def fib(n):\n"
@@ -67,15 +69,25 @@ def profile(target: LlamaTarget) -> VerifyProfile:
     return measure(target)
 
 
-def convinced_gate(profile: VerifyProfile) -> GatedPolicy:
+class ConvincedGate(GatedPolicy):
     """A gate sure the drafter is always right (a prior of 99% worth a thousand drafts), so that only what a cycle
     costs can stop it: the tiny model's gibberish is often tokenized differently when re-tokenized, so real
     acceptance here says nothing. The catch-up is charged in the loop, before any policy sees the cycle, so the
-    triggers (the default policy) see the same cost through the same ``observe``."""
-    return GatedPolicy(DRAFT_MAX, CycleCosts(profile), AcceptanceModel(prior=0.99, weight=1000.0), model_misses=True)
+    triggers (the default policy) see the same cost through the same ``observe``. It keeps what it was told of
+    each cycle: how many tokens it asked for (0 for a plain step) and what the cycle cost."""
+
+    def __init__(self, profile: VerifyProfile) -> None:
+        super().__init__(DRAFT_MAX, CycleCosts(profile), AcceptanceModel(prior=0.99, weight=1000.0),
+                         model_misses=True)
+        self.cycles: list[tuple[int, float]] = []
+
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float, source: str = "") -> None:
+        self.cycles.append((requested, cycle_seconds))
+        super().observe(requested, drafted, accepted, cycle_seconds, source)
 
 
-def run(target: LlamaTarget, profile: VerifyProfile, prompt_s: float, cycle_s: float = 0.0) -> DearCatchUp:
+def run(target: LlamaTarget, profile: VerifyProfile, prompt_s: float,
+        cycle_s: float = 0.0) -> tuple[DearCatchUp, ConvincedGate]:
     request = GenerationRequest(target.tokenizer.tokenize(PROMPT, add_special=True), BUDGET)
     plain = run_plain(target, request)
     drafter = DearCatchUp(target.tokenizer.detokenize(plain.tokens), prompt_s, cycle_s)
@@ -83,29 +95,43 @@ def run(target: LlamaTarget, profile: VerifyProfile, prompt_s: float, cycle_s: f
     step = profile.spans[1]
     assert could_pay_on(profile, (seconds_per_token(drafter, "model") or 0.0) / step, DRAFT_MAX)
     drafter.proposals = 0
-    finished, _, guard = run_spec(target, drafter, request, PROMPT, policy=convinced_gate(profile),
-                                  background=False)
+    gate = ConvincedGate(profile)
+    finished, _, guard = run_spec(target, drafter, request, PROMPT, policy=gate, background=False)
     assert finished.tokens == plain.tokens  # whatever the policy decided
     guard.close()
-    return drafter
+    return drafter, gate
 
 
 def test_a_drafter_whose_every_catch_up_is_dear_stops_being_asked(target: LlamaTarget,
                                                                    profile: VerifyProfile) -> None:
-    """Each catch-up costs 50 ms, tens of the target's steps: a cycle that drafts costs far more than the tokens it
-    wins. A few probes, with back-off, and no more."""
-    drafter = run(target, profile, prompt_s=0.0, cycle_s=0.05)
-    assert drafter.proposals <= 6, drafter.proposals
+    """Each catch-up after the prompt's costs 50 ms, tens of the target's steps: a cycle that drafts costs far more
+    than the tokens it wins. The first draft is cheap (its catch-up read only the prompt, for free), so the gate
+    drafts on for a few cycles; then it stops, and asks again only to probe, with back-off: each probe at least
+    twice as far from the one before as that was from its own predecessor, so no more than three fit.
+
+    How many dear cycles it pays before it stops depends on the plain step, measured on a machine that may be busy
+    (a measurement far above the estimate is first taken for a stall, and the estimate climbs by half each time):
+    three, usually; four leave a margin of 75% on the step."""
+    drafter, gate = run(target, profile, prompt_s=0.0, cycle_s=0.05)
+    asks = [i for i, (requested, _) in enumerate(gate.cycles) if requested]
+    assert len(asks) == drafter.proposals
+    gaps = [b - a for a, b in pairwise(asks)]
+    ramp = next((i for i, gap in enumerate(gaps) if gap >= FIRST_PROBE_AFTER), len(gaps)) + 1
+    assert 2 <= ramp <= 5, (asks, gate.cycles)  # the cheap first draft, and at most four dear ones
+    assert all(gate.cycles[i][1] >= 0.05 for i in asks[1:]), gate.cycles  # every later catch-up was paid for
+    probe_gaps = gaps[ramp - 1:]
+    assert all(later >= 2 * earlier for earlier, later in pairwise(probe_gaps)), asks
+    assert len(probe_gaps) <= 3, asks
 
 
 def test_a_drafter_whose_prompt_read_is_dear_stops_being_asked(target: LlamaTarget, profile: VerifyProfile) -> None:
     """Reading the prompt costs 2 s, ten times the whole plain generation: the drafting cycles after it pay it off
     in instalments, and cannot. Before the catch-up was charged at all, this drafter was asked every cycle."""
-    drafter = run(target, profile, prompt_s=2.0)
+    drafter, _ = run(target, profile, prompt_s=2.0)
     assert drafter.proposals <= 6, drafter.proposals
 
 
 def test_a_drafter_whose_catch_up_is_cheap_keeps_being_asked(target: LlamaTarget, profile: VerifyProfile) -> None:
     """The same drafter reading the prompt in a millisecond: the gate keeps asking it."""
-    drafter = run(target, profile, prompt_s=0.001)
+    drafter, _ = run(target, profile, prompt_s=0.001)
     assert drafter.proposals >= 12, drafter.proposals
