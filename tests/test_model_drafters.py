@@ -185,6 +185,26 @@ def test_p_min_stops_a_low_confidence_draft(make: Factory, kind: str) -> None:
     assert all(c >= 0.5 for c in draft.confidences[1:])
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_draft_stops_at_the_first_token_that_is_enough(make: Factory, kind: str) -> None:
+    """Told when its text is enough, a model stops there: each of its tokens is a forward pass."""
+    drafter = make(kind)
+    drafter.begin(DraftContext(text=PROMPT.encode()))
+    full = drafter.propose(12)
+    asked: list[bytes] = []
+
+    def enough(text: bytes) -> bool:
+        asked.append(text)
+        return len(text) >= 6
+
+    drafter.begin(DraftContext(text=PROMPT.encode()))
+    short = drafter.propose_until(12, enough)
+    assert full.text.startswith(short.text) and len(short.text) >= 6
+    assert short.drafter_tokens < full.drafter_tokens
+    assert asked[-1] == short.text and all(len(text) < 6 for text in asked[:-1])
+    assert len(asked) == short.drafter_tokens  # consulted once a token, and the last token was enough
+
+
 @pytest.mark.parametrize("kind", ["llama-bpe", "llama-spm", "torch-dir"])
 def test_chat_mode_renders_the_drafter_own_template(make: Factory, kind: str, tmp_path: Path) -> None:
     if kind == "torch-dir":

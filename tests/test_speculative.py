@@ -28,7 +28,7 @@ from spec_helpers import (
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.contracts import DraftPolicy
-from ds4spec.core.drafting import DraftContext, Drafter
+from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough
 from ds4spec.core.events import Finished, FinishReason, TextChunk
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.core.sampling import SamplingSettings
@@ -123,6 +123,40 @@ def test_greedy_speculative_output_equals_plain_for_every_drafter_and_policy(
     assert accepted > 0, "the accepting path must be exercised"
     print(f"{runs} speculative runs, {flips} near-tie flips")
     assert flips <= runs // 10
+
+
+class RecordingDrafter(LlamaDrafter):
+    """Keeps each draft it was asked for with a stopping rule: the rule, its own tokens and the draft."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.asked: list[tuple[int, Enough, list[int], Draft]] = []
+
+    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any") -> Draft:
+        draft = super().propose_until(max_tokens, enough, source)
+        self.asked.append((max_tokens, enough, list(self.last_draft), draft))
+        return draft
+
+
+def test_a_model_drafts_no_more_of_its_tokens_than_the_target_needs(
+    target: LlamaTarget, tiny_models: dict[str, Path]
+) -> None:
+    """The loop tells a model drafter when its text gives the target the tokens it asked for (what the aligner
+    keeps of it), and the drafter stops there: one token fewer would not have been enough. (A draft may also end
+    earlier: at a special token, or at the cap on its length.)"""
+    prompt = PROMPTS[1]
+    request = _request(target, prompt, max_tokens=48)
+    plain = run_plain(target, request)
+    drafter = RecordingDrafter(tiny_models[OTHER[target.kind]], n_ctx=1024, p_min=0.0)  # type: ignore[attr-defined]
+    spec, _, guarded = run_spec(target, drafter, request, prompt, policy=FixedLength(4))
+    assert_lossless(target, request, plain, spec)
+    enough_drafts = 0
+    for _, enough, tokens, draft in drafter.asked:
+        if enough(draft.text):
+            enough_drafts += 1
+            assert not enough(drafter._unfinished_removed(b"".join(map(drafter._piece, tokens[:-1]))))
+    assert enough_drafts > 0
+    guarded.close()
 
 
 @pytest.mark.parametrize("policy", ["fixed4", "gated-flat", "triggers"])

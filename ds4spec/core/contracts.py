@@ -11,7 +11,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from ds4spec.core.drafting import Draft, DraftContext, Drafter
+from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough
 
 T = TypeVar("T")
 
@@ -84,7 +84,7 @@ class Proposer(Protocol):
 
     def extend(self, committed: bytes) -> None: ...
 
-    def propose(self, max_tokens: int, source: str = "any") -> Draft: ...
+    def propose(self, max_tokens: int, source: str = "any", enough: Enough | None = None) -> Draft: ...
 
     def call_alone(self, call: Callable[[Drafter], T]) -> T | None:
         """``call(drafter)`` between generations (a measurement); None when it raises or hangs."""

@@ -19,7 +19,7 @@ nonsense: the engine survives all three and the output does not change (the veri
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ds4spec.core.messages import ChatMessage
@@ -60,6 +60,10 @@ class Draft:
 
 NO_DRAFT = Draft(b"", "none")
 
+# Whether a draft's text so far already gives the target all the tokens it asked for: a model drafter that is told
+# stops there, rather than paying forward passes for text the aligner would cut.
+Enough = Callable[[bytes], bool]
+
 
 class Drafter(ABC):
     """Proposes text. Implementations: llama.cpp, transformers, text lookup, hybrid."""
@@ -89,6 +93,11 @@ class Drafter(ABC):
     def propose_from(self, source: str, max_tokens: int) -> Draft:
         """A draft from ``source`` only (one of ``sources``); a drafter with one source just proposes."""
         return self.propose(max_tokens)
+
+    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any") -> Draft:
+        """As ``propose_from`` (``propose`` for ``any``), stopping once ``enough(text)`` holds for the text so far.
+        A drafter whose tokens cost nothing (lookup) may ignore ``enough``."""
+        return self.propose(max_tokens) if source == "any" else self.propose_from(source, max_tokens)
 
     def close(self) -> None:  # noqa: B027 - optional hook; most drafters hold nothing to release
         """Releases models and memory."""

@@ -192,14 +192,20 @@ class _Cycle:
         if k <= 0:
             return [], 0, "none", 0.0, 0.0, 0.0
         t0 = time.perf_counter()
-        # The aligner drops a draft's unstable last word, so ask for a little more than k.
+        # align_draft re-tokenizes the window's last tokens after any control token (template markup).
+        window = [*self.target.recent_tokens(ALIGN_WINDOW - 1), pending]
+
+        def enough(text: bytes) -> bool:
+            return len(align_draft(self.tok, window, text, max_tokens=k, window=ALIGN_WINDOW)) >= k
+
+        # The aligner drops a draft's unstable last word, so a model may need more of its tokens than k; it stops
+        # as soon as its text gives k target tokens (measured on HumanEval with SmolLM2 drafting 4: asking for a
+        # fixed two more than the expected count cost 2.3 more of its forward passes a cycle, for 1% more accepted).
         want = math.ceil(k * self.drafter_tokens_per_target_token) + 2
-        proposal = self.drafter.propose(want, source=self.policy.source)
+        proposal = self.drafter.propose(want, source=self.policy.source, enough=enough)
         propose_seconds = time.perf_counter() - t0
         draft: list[int] = []
         if proposal.text:
-            # align_draft re-tokenizes the window's last tokens after any control token (template markup).
-            window = [*self.target.recent_tokens(ALIGN_WINDOW - 1), pending]
             draft = align_draft(self.tok, window, proposal.text, max_tokens=k, window=ALIGN_WINDOW)
             if draft and proposal.drafter_tokens:
                 ratio = proposal.drafter_tokens / len(draft)

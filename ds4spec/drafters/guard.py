@@ -27,7 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -91,8 +91,9 @@ class GuardedDrafter:
         else:
             self._backlog += committed
 
-    def propose(self, max_tokens: int, source: str = "any") -> Draft:
-        """The drafter's proposal (from ``source`` only, unless ``any``), or ``NO_DRAFT`` when it fails."""
+    def propose(self, max_tokens: int, source: str = "any", enough: Enough | None = None) -> Draft:
+        """The drafter's proposal (from ``source`` only, unless ``any``; a model stopping once ``enough``), or
+        ``NO_DRAFT`` when it fails."""
         if self._benched or max_tokens <= 0:
             return NO_DRAFT
         sync_seconds = 0.0
@@ -104,7 +105,9 @@ class GuardedDrafter:
                 return NO_DRAFT
             if reads_prompt:  # once per generation; reading what was committed since the last draft is every cycle's
                 sync_seconds = time.perf_counter() - start
-        if source == "any":
+        if enough is not None:
+            future = self._submit(self.drafter.propose_until, max_tokens, enough, source)
+        elif source == "any":
             future = self._submit(self.drafter.propose, max_tokens)
         else:
             future = self._submit(self.drafter.propose_from, source, max_tokens)

@@ -7,7 +7,7 @@ copying has nothing to offer.
 
 from __future__ import annotations
 
-from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough
 
 
 class HybridDrafter(Drafter):
@@ -54,6 +54,15 @@ class HybridDrafter(Drafter):
         if source == "model":
             return self.model.propose(max_tokens)
         return self.propose(max_tokens)
+
+    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any") -> Draft:
+        """As ``propose_from``, the model stopping once ``enough`` (lookup's drafts cost nothing)."""
+        if source == "lookup":
+            return self.lookup.propose(max_tokens)
+        if source == "any" and (draft := self.lookup.propose(max_tokens)).text:
+            return draft
+        draft = self.model.propose_until(max_tokens, enough)
+        return draft if draft.text else NO_DRAFT
 
     def close(self) -> None:
         """Closes both, the model even when closing lookup fails."""

@@ -15,7 +15,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough
 
 
 @dataclass
@@ -207,6 +207,12 @@ class ModelDrafter(Drafter):
             self._catch_up(tokens)
 
     def propose(self, max_tokens: int) -> Draft:
+        return self._draft(max_tokens, None)
+
+    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any") -> Draft:
+        return self._draft(max_tokens, enough)
+
+    def _draft(self, max_tokens: int, enough: Enough | None) -> Draft:
         tokens = self._sync.tokens
         if self.n_ctx is not None:
             max_tokens = min(max_tokens, self.n_ctx - len(tokens) - 1)
@@ -215,20 +221,35 @@ class ModelDrafter(Drafter):
         top, prob = self._catch_up(tokens)
         out: list[int] = []
         confidences: list[float] = []
+        text = b""
         while not self._is_stop(top) and (prob >= self.p_min or not out):
             out.append(top)
             confidences.append(prob)
-            if len(out) >= max_tokens:
+            text += self._piece(top)
+            if len(out) >= max_tokens or self._hopeless(text):
+                break
+            # Each forward pass costs what the whole alignment does many times over: stop as soon as it is enough.
+            if enough is not None and enough(self._unfinished_removed(text)):
                 break
             top, prob = self._eval([top])
         self.stats.drafted_tokens += len(out)
         self.last_draft = out
         if not out:
             return NO_DRAFT
-        text, pending = b"".join(map(self._piece, out)), self._sync.pending
-        if pending:  # the model saw the text up to the unfinished character: the draft must finish it
-            text = text[len(pending) :] if text.startswith(pending) else b""
-        return Draft(text, "model", drafter_tokens=len(out), confidences=tuple(confidences))
+        return Draft(self._unfinished_removed(text), "model", drafter_tokens=len(out), confidences=tuple(confidences))
+
+    def _hopeless(self, text: bytes) -> bool:
+        """Whether the draft failed to finish the unfinished character it continues: nothing after can be used."""
+        pending = self._sync.pending
+        return bool(pending) and not (text.startswith(pending) or pending.startswith(text))
+
+    def _unfinished_removed(self, text: bytes) -> bytes:
+        """The draft as a continuation of the committed text: the model saw the text up to an unfinished character
+        (``pending``), so its draft must begin by finishing it; those bytes are committed already."""
+        pending = self._sync.pending
+        if not pending:
+            return text
+        return text[len(pending) :] if text.startswith(pending) else b""
 
     # -- the cache ---------------------------------------------------------------------------------------
 
