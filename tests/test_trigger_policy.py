@@ -217,14 +217,33 @@ def test_a_new_generation_keeps_what_an_event_taught_but_lets_new_evidence_move_
         k = _at(first, COMMENT)
         first.observe(k, k, 0, 1.0 + 0.3 * k, "lookup" if k else "none")
     comment = learning.events["python.comment"]
-    low = comment.acceptance["lookup"].alpha
+    low = learning.lookup.alpha
     assert low < 0.2 and comment.probing.probe_after > FIRST_PROBE_AFTER
     second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     second.begin(DraftContext(text=b""))
-    assert comment.acceptance["lookup"].alpha == pytest.approx(low) and comment.probing.probe_after == FIRST_PROBE_AFTER
+    assert learning.lookup.alpha == pytest.approx(low) and comment.probing.probe_after == FIRST_PROBE_AFTER
     for _ in range(3):
-        comment.acceptance["lookup"].observe(4, 4)  # a copied file: accepted
-    assert comment.acceptance["lookup"].alpha > 0.6
+        learning.lookup.observe(4, 4)  # a copied file: accepted
+    assert learning.lookup.alpha > 0.6
+
+
+def test_what_lookup_drafts_teach_at_one_event_sets_its_lengths_at_every_event(book: RuleBook) -> None:
+    """Whether lookup's copy is right depends on whether the answer copies its input, not on the syntax: an edited
+    file's comments, copied right, let its first string draft long at once, not climb from the rule's 4 tokens."""
+    policy = TriggerPolicy(book, "python", 64, ("lookup",))
+    policy.observe(0, 0, 0, 1.0, "none")
+    rng = random.Random(0)
+    for _ in range(60):
+        k = _at(policy, COMMENT)
+        if k:
+            policy.observe(k, k, _accepted(rng, k, 0.99), 1.0 + 0.1 * k, "lookup")
+        else:
+            policy.observe(0, 0, 0, 1.0, "none")
+    assert policy.learning.lookup.alpha > 0.95
+    first = _at(policy, STRING)
+    assert first == PRIOR["python.string"]  # an event's first try: its rule
+    policy.observe(first, first, first, 1.0 + 0.1 * first, "lookup")
+    assert _at(policy, STRING) >= 12 and policy.source == "lookup"
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
