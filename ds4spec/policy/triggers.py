@@ -10,12 +10,12 @@ its input (an edited file, a quoted passage), which holds across the syntax of o
 acceptance was split into small samples and its drafts stayed short (measured on the F16 pair's edits: 2.39x
 against 3.34x for lookup alone, whose one gate learned from all its drafts). A lookup miss costs nothing, so where
 lookup and the model compete, lookup is worth its match rate times its rate when it matches, plus a plain step's
-rate the rest of the time. It drafts the length with
-the best expected rate ``E(k) / cost(k)`` (``ds4spec.policy.gate``: the machine's verify profile gives every
-length's cost; without one it climbs one length above the longest it measured while that one is the best),
-goes down to 0 where no length beats a plain step, and probes again
-with back-off so that an event that starts to pay is noticed. What it learns lives in ``TriggerLearning``,
-which an engine keeps across generations: a chat's tenth answer starts from what the first nine taught.
+rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
+(``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one length
+above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
+probes again with back-off so that an event that starts to pay is noticed. What it learns lives in
+``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer starts from what the first
+nine taught.
 """
 
 from __future__ import annotations
@@ -180,8 +180,8 @@ class TriggerPolicy(DraftPolicy):
         return evidence and model.attempts["lookup"] > 0 and self._best_when_drafted(model, "lookup")[1] > rate
 
     def _first_try(self, k: int, untried: list[str], plain: float) -> int:
-        """The length of lookup's first draft at an event: the rule's, but no longer than what lookup's drafts
-        elsewhere say pays, and none where nothing does (its copies of new code are wrong: on HumanEval with the
+        """The length of lookup's first draft at an event: the rule's, but no longer than what lookup's drafts in
+        this answer say pays, and none where nothing does (its copies of new code are wrong: on HumanEval with the
         Q4_K_M target, first tries of 2 to 6 tokens at five events cost 6% of the time). A model's first try
         keeps the rule's length: what it is worth depends on the event."""
         if untried != ["lookup"] or self.learning.lookup_drafts < LOOKUP_EVIDENCE:
