@@ -229,7 +229,6 @@ class TriggerPolicy(DraftPolicy):
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:
         costs = self.learning.costs
-        lookup_asked = requested and self._asked != "model" and "lookup" in self.sources
         if drafted and source in SOURCES:
             costs.observe(source, drafted, cycle_seconds)  # the pass was over the drafted tokens, maybe fewer
             self._learn(source, drafted, accepted)
@@ -237,10 +236,11 @@ class TriggerPolicy(DraftPolicy):
             # The model ran and offered nothing usable: its time is spent, and for this event it is a miss.
             costs.observe("model", requested, cycle_seconds)
             self._learn("model", 1, 0)
-            self._matched(lookup_asked, False)  # asked first (``any``), lookup had nothing
         else:
             costs.observe_plain(cycle_seconds)  # a plain step, or a lookup miss (which costs nothing)
-            self._matched(lookup_asked, False)
+        # Lookup, when asked (alone, or first for ``any``), had a draft or not: once a cycle.
+        lookup_asked = requested and self._asked != "model" and "lookup" in self.sources
+        self._matched(lookup_asked, bool(drafted) and source == "lookup")
 
     def _learn(self, source: str, drafted: int, accepted: int) -> None:
         model = self._current
@@ -250,10 +250,8 @@ class TriggerPolicy(DraftPolicy):
         if source == "lookup":
             self.learning.lookup.observe(drafted, accepted)
             self.learning.lookup_drafts += 1
-            model.matches.observe(1, 1)
         else:
             model.acceptance.observe(drafted, accepted)
-            self._matched(self._asked == "any", False)  # a hybrid asks lookup first: it had nothing
 
     def _matched(self, asked: bool, found: bool) -> None:
         """Counts whether lookup, asked here, had a draft (an event where it never has one goes to the model). With
