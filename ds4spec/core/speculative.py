@@ -195,8 +195,12 @@ class _Cycle:
         # align_draft re-tokenizes the window's last tokens after any control token (template markup).
         window = [*self.target.recent_tokens(ALIGN_WINDOW - 1), pending]
 
+        last: dict[bytes, list[int]] = {}  # the text enough() last aligned: the draft, when the model stopped there
+
         def enough(text: bytes) -> bool:
-            return len(align_draft(self.tok, window, text, max_tokens=k, window=ALIGN_WINDOW)) >= k
+            last.clear()
+            last[text] = aligned = align_draft(self.tok, window, text, max_tokens=k, window=ALIGN_WINDOW)
+            return len(aligned) >= k
 
         # The aligner drops a draft's unstable last word, so a model may need more of its tokens than k; it stops
         # as soon as its text gives k target tokens (measured on HumanEval with SmolLM2 drafting 4: asking for a
@@ -206,7 +210,8 @@ class _Cycle:
         propose_seconds = time.perf_counter() - t0
         draft: list[int] = []
         if proposal.text:
-            draft = align_draft(self.tok, window, proposal.text, max_tokens=k, window=ALIGN_WINDOW)
+            draft = last[proposal.text] if proposal.text in last else align_draft(
+                self.tok, window, proposal.text, max_tokens=k, window=ALIGN_WINDOW)
             if draft and proposal.drafter_tokens:
                 ratio = proposal.drafter_tokens / len(draft)
                 self.drafter_tokens_per_target_token = 0.8 * self.drafter_tokens_per_target_token + 0.2 * ratio
