@@ -29,6 +29,11 @@ from ds4spec.policy.profile import PRIOR_COST_PER_DRAFTED_TOKEN, VerifyProfile
 EMA = 0.25  # weight of a new measurement
 OUTLIER = 3.0  # a measurement above this many times the estimate counts as this many (a scheduler stall)
 PLAIN_REFRESH = 64  # cycles between plain steps at most, so that a plain step's cost never goes stale
+# The first plain steps measured settle on the fastest of them, and a generation's first cycle is not one of them
+# (while the drafter reads its prompt beside it: measured on the F16 pair, 72 to 86 ms against 71 to 75 for the
+# steps after it). Averaged in, that first step set the yardstick 10% dear for the dozens of cycles a drafting
+# policy takes to measure a few more plain steps, and a draft that lost time looked like a win.
+PLAIN_SETTLING = 3
 OPTIMISTIC_ALPHA = 0.9  # the acceptance a drafter is given the benefit of when deciding whether to try it at all
 # A new prompt may be another kind of text: what earlier generations taught of acceptance weighs this many drafts
 # at most. Measured: after the edit workload (alpha 0.97), the gate with lookup spent 17 drafts of 7 tokens, none
@@ -56,11 +61,28 @@ class CycleCosts:
         self._since_plain = 0
         self._ratios: dict[int, float] = {}
         self._drafts_seen = 0  # measurements of drafting cycles
+        self._plain_seen = 0
+        self._generation_starts = False
+
+    def new_generation(self) -> None:
+        """The next cycle is a generation's first: as a plain step it is no measure of one (``PLAIN_SETTLING``)."""
+        self._generation_starts = True
+
+    def generation_started(self) -> None:
+        """A cycle of this generation was measured (by this table, or by another source's)."""
+        self._generation_starts = False
 
     def observe(self, k: int, seconds: float) -> None:
+        first, self._generation_starts = self._generation_starts, False
+        if k == 0 and first and 0 in self._seconds:
+            return
         if k not in self._seconds:
             insort(self._known, k)
-        self._seconds[k] = _ema(self._seconds.get(k), seconds)
+        if k == 0 and self._plain_seen < PLAIN_SETTLING:
+            self._seconds[0] = min(self._seconds.get(0, seconds), seconds)
+        else:
+            self._seconds[k] = _ema(self._seconds.get(k), seconds)
+        self._plain_seen += k == 0
         self._since_plain = 0 if k == 0 else self._since_plain + 1
         self._drafts_seen += k > 0
 
@@ -213,6 +235,7 @@ class GatedPolicy(DraftPolicy):
 
     def begin(self, context: DraftContext) -> None:
         self.acceptance.carry_over(CARRIED_TRIALS)
+        self.costs.new_generation()
 
     def expected_rate(self, k: int) -> float:
         return expected_tokens(self.acceptance.alpha, k) / self.costs.cost(k)
@@ -237,7 +260,17 @@ class GatedPolicy(DraftPolicy):
             if best == measured[-1] and longer and not self.costs.profile.measured:
                 return longer[0]
             return best
-        return self.candidates[0] if self._probing.due() else 0
+        if not self.candidates:
+            return 0
+        k = self.candidates[0]
+        return k if self._probing.due(self._probe_waste(k)) else 0
+
+    def _probe_waste(self, k: int) -> float:
+        """The plain steps a rejected probe of ``k`` tokens loses: none for lookup, whose probe without a match is a
+        plain step and with one is often a copy that pays; a model's probe always costs its cycle."""
+        if not self.model_misses or self.source == "lookup":
+            return 0.0
+        return self.costs.cost(k) / self.costs.cost(0) - 1
 
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:

@@ -61,12 +61,18 @@ class SourceCosts:
     def plain_is_stale(self) -> bool:
         return any(table.plain_is_stale() for table in self.tables.values())
 
+    def new_generation(self) -> None:
+        for table in self.tables.values():
+            table.new_generation()
+
     def observe_plain(self, seconds: float) -> None:
         for table in self.tables.values():
             table.observe(0, seconds)
 
     def observe(self, source: str, k: int, seconds: float) -> None:
         self.tables[source].observe(k, seconds)
+        for table in self.tables.values():
+            table.generation_started()
 
 
 class EventModel:
@@ -99,6 +105,7 @@ class TriggerLearning:
         return self.lookup.alpha if source == "lookup" else model.acceptance.alpha
 
     def new_generation(self) -> None:
+        self.costs.new_generation()
         self.lookup.carry_over(LOOKUP_CARRIED)
         self.lookup_drafts = 0
         for model in self.events.values():
@@ -170,8 +177,12 @@ class TriggerPolicy(DraftPolicy):
             if source == "model" and "lookup" in allowed and self._lookup_would_win(model, best_rate):
                 return k, "any"
             return k, self._ask([source])
-        if model.probing.due():
-            return self.candidates[0], self._ask([max(allowed, key=lambda s: self._promise(model, s))])
+        source = max(allowed, key=lambda s: self._promise(model, s))
+        k = self.candidates[0]
+        # A model's probe always costs its cycle; lookup's costs nothing without a match, and with one is often a copy.
+        waste = self.learning.costs.tables[source].cost(k) / plain - 1 if source == "model" else 0.0
+        if model.probing.due(waste):
+            return k, self._ask([source])
         return 0, "any"
 
     def _lookup_would_win(self, model: EventModel, rate: float) -> bool:
