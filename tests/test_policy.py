@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from itertools import pairwise
 import statistics
+from itertools import pairwise
 
 import pytest
 
