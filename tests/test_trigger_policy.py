@@ -264,6 +264,28 @@ def test_what_lookup_drafts_teach_at_one_event_sets_its_lengths_at_every_event(b
     assert _at(policy, STRING) >= 12 and policy.source == "lookup"
 
 
+def test_where_earlier_answers_say_lookup_copies_wrong_its_first_try_in_a_new_answer_is_short(
+    book: RuleBook,
+) -> None:
+    """HumanEval's answers are about 26 tokens: one rejected first try of the rule's 6 tokens (a comment) costs 3.5
+    plain steps there. A new answer may still copy its input, so lookup is tried, but short."""
+    from ds4spec.policy.triggers import FIRST_TRY_SHORT
+
+    learning = TriggerLearning()
+    first = TriggerPolicy(book, "python", 16, ("lookup",), learning)
+    first.begin(DraftContext(text=b""))
+    first.observe(0, 0, 0, 1.0, "none")
+    for _ in range(30):  # new code: lookup's drafts are rejected
+        k = _at(first, COMMENT)
+        first.observe(k, k, 0, 1.0 + 0.3 * k, "lookup" if k else "none")
+    second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
+    second.begin(DraftContext(text=b""))
+    assert _at(second, STRING) == FIRST_TRY_SHORT < PRIOR["python.string"]
+    second.observe(FIRST_TRY_SHORT, FIRST_TRY_SHORT, 0, 1.6, "lookup")
+    learning.events.pop("python.string")  # another untried event, after this answer's own evidence: not tried
+    assert _at(second, STRING) == 0
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_each_event_asks_the_source_that_pays_there(book: RuleBook, seed: int) -> None:
     """Seed 0 starts the string event with an unlucky model draft: lookup's misses there must still count

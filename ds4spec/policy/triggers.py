@@ -46,6 +46,7 @@ LOOKUP_MISS = 1.02
 # 1.66x against lookup's 1.88x in one run).
 LOOKUP_CARRIED = 2.0
 LOOKUP_EVIDENCE = 1  # lookup drafts in this generation before what they taught sets the length of first tries
+FIRST_TRY_SHORT = 2  # lookup's first try in an answer where earlier answers say its copies are wrong
 _CHOICE_SOURCES = {"lookup": ("lookup",), "model": ("model",), "hybrid": ("lookup", "model")}
 
 
@@ -100,6 +101,7 @@ class TriggerLearning:
         self.events: dict[str, EventModel] = {}
         self.lookup = AcceptanceModel()  # lookup's drafts, at every event
         self.lookup_drafts = 0  # in this generation
+        self.lookup_taught = False  # whether any of lookup's drafts was judged yet
 
     def alpha(self, model: EventModel, source: str) -> float:
         return self.lookup.alpha if source == "lookup" else model.acceptance.alpha
@@ -191,15 +193,20 @@ class TriggerPolicy(DraftPolicy):
         return evidence and model.attempts["lookup"] > 0 and self._best_when_drafted(model, "lookup")[1] > rate
 
     def _first_try(self, k: int, untried: list[str], plain: float) -> int:
-        """The length of lookup's first draft at an event: the rule's, but no longer than what lookup's drafts in
-        this answer say pays, and none where nothing does (its copies of new code are wrong: on HumanEval with the
-        Q4_K_M target, first tries of 2 to 6 tokens at five events cost 6% of the time). A model's first try
-        keeps the rule's length: what it is worth depends on the event."""
-        if untried != ["lookup"] or self.learning.lookup_drafts < LOOKUP_EVIDENCE:
+        """The length of lookup's first draft at an event: the rule's, but no longer than what lookup's drafts say
+        pays, and where nothing does, none once it drafted in this answer (its copies of new code are wrong: on
+        HumanEval with the Q4_K_M target, first tries of 2 to 6 tokens at five events cost 6% of the time), and a
+        short one before (this answer may copy its input where the earlier ones did not). A model's first try keeps
+        the rule's length: what it is worth depends on the event."""
+        learning = self.learning
+        if untried != ["lookup"] or not learning.lookup_taught:
             return k
-        table = self.learning.costs.tables["lookup"]
-        best, rate = best_length(table, self.learning.lookup.alpha, [n for n in table.ranked_lengths(k) if n <= k])
-        return min(k, best) if rate > 1.0 / plain else 0
+        table = learning.costs.tables["lookup"]
+        best, rate = best_length(table, learning.lookup.alpha, [n for n in table.ranked_lengths(k) if n <= k])
+        if rate > 1.0 / plain:
+            return min(k, best)
+        # What earlier answers taught says no, but this one may copy its input: a short try finds out.
+        return 0 if learning.lookup_drafts >= LOOKUP_EVIDENCE else min(k, FIRST_TRY_SHORT)
 
     @staticmethod
     def _ask(sources: list[str]) -> str:
@@ -261,6 +268,7 @@ class TriggerPolicy(DraftPolicy):
         if source == "lookup":
             self.learning.lookup.observe(drafted, accepted)
             self.learning.lookup_drafts += 1
+            self.learning.lookup_taught = True
         else:
             model.acceptance.observe(drafted, accepted)
 
