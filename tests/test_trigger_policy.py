@@ -225,15 +225,21 @@ def test_without_a_model_lookup_misses_do_not_keep_lookup_from_its_matches(book:
     assert _at(policy, COMMENT) > 0 and policy.source == "lookup"
 
 
-def test_a_new_generation_keeps_what_an_event_taught_but_lets_new_evidence_move_it(book: RuleBook) -> None:
-    """After HumanEval taught that lookup fails in new code, an edited file's code lines must win it back soon."""
+def _lookup_rejected_in_new_code(book: RuleBook, cycles: int) -> TriggerLearning:
+    """What a first answer of new code teaches: ``cycles`` at a comment, lookup's every draft there rejected."""
     learning = TriggerLearning()
     first = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     first.begin(DraftContext(text=b""))
     first.observe(0, 0, 0, 1.0, "none")
-    for _ in range(60):  # new code: lookup's drafts are rejected
+    for _ in range(cycles):
         k = _at(first, COMMENT)
         first.observe(k, k, 0, 1.0 + 0.3 * k, "lookup" if k else "none")
+    return learning
+
+
+def test_a_new_generation_keeps_what_an_event_taught_but_lets_new_evidence_move_it(book: RuleBook) -> None:
+    """After HumanEval taught that lookup fails in new code, an edited file's code lines must win it back soon."""
+    learning = _lookup_rejected_in_new_code(book, 60)
     comment = learning.events["python.comment"]
     low = learning.lookup.alpha
     assert low < 0.2 and comment.probing.probe_after > FIRST_PROBE_AFTER
@@ -271,13 +277,7 @@ def test_where_earlier_answers_say_lookup_copies_wrong_its_first_try_in_a_new_an
     plain steps there. A new answer may still copy its input, so lookup is tried, but short."""
     from ds4spec.policy.triggers import FIRST_TRY_SHORT
 
-    learning = TriggerLearning()
-    first = TriggerPolicy(book, "python", 16, ("lookup",), learning)
-    first.begin(DraftContext(text=b""))
-    first.observe(0, 0, 0, 1.0, "none")
-    for _ in range(30):  # new code: lookup's drafts are rejected
-        k = _at(first, COMMENT)
-        first.observe(k, k, 0, 1.0 + 0.3 * k, "lookup" if k else "none")
+    learning = _lookup_rejected_in_new_code(book, 30)
     second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     second.begin(DraftContext(text=b""))
     assert _at(second, STRING) == FIRST_TRY_SHORT < PRIOR["python.string"]

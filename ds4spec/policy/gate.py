@@ -260,9 +260,7 @@ class GatedPolicy(DraftPolicy):
             if best == measured[-1] and longer and not self.costs.profile.measured:
                 return longer[0]
             return best
-        if not self.candidates:
-            return 0
-        k = self.candidates[0]
+        k = self.candidates[0]  # some length was measured, so there are candidates
         return k if self._probing.due(self._probe_waste(k)) else 0
 
     def _probe_waste(self, k: int) -> float:

@@ -22,10 +22,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.real)
 
 
+def pair_paths(name: str) -> dict[str, Path]:
+    """The files of the pair ``name``'s target and drafter, pulled by `scripts/setup.sh test`."""
+    pair = load_pairs()[name]
+    return {"target": resolve_model(pair.target).path, "drafter": resolve_model(pair.drafter).path}
+
+
 @pytest.fixture(scope="session")
 def default_pair_paths() -> dict[str, Path]:
-    pair = load_pairs()["default"]
-    return {"target": resolve_model(pair.target).path, "drafter": resolve_model(pair.drafter).path}
+    return pair_paths("default")
+
+
+@pytest.fixture(scope="session")
+def f16_pair_paths() -> dict[str, Path]:
+    return pair_paths("f16")
 
 
 @pytest.fixture(scope="session")

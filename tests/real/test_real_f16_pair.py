@@ -7,7 +7,7 @@ between them as the engine does by default.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from ds4spec.backend.target_options import TargetOptions
 from ds4spec.bench.modes import task_language
 from ds4spec.bench.workloads import Task, load_tasks
 from ds4spec.core.contracts import DraftPolicy
+from ds4spec.core.drafting import Drafter
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.llama_drafter import LlamaDrafter
@@ -25,26 +26,19 @@ from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.policy.gate import FixedLength
 from ds4spec.policy.rules import load_rulebook
 from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
-from ds4spec.store.local import load_pairs, resolve_model
 
 MAX_TOKENS = 40
 
 
 @pytest.fixture(scope="module")
-def f16_paths() -> dict[str, Path]:
-    pair = load_pairs()["f16"]
-    return {"target": resolve_model(pair.target).path, "drafter": resolve_model(pair.drafter).path}
-
-
-@pytest.fixture(scope="module")
-def f16_target(f16_paths: dict[str, Path]) -> Iterator[LlamaTarget]:
-    with LlamaTarget(f16_paths["target"], TargetOptions(n_ctx=2048)) as target:
+def f16_target(f16_pair_paths: dict[str, Path]) -> Iterator[LlamaTarget]:
+    with LlamaTarget(f16_pair_paths["target"], TargetOptions(n_ctx=2048)) as target:
         yield target
 
 
 @pytest.fixture(scope="module")
-def smollm(f16_paths: dict[str, Path]) -> Iterator[LlamaDrafter]:
-    drafter = LlamaDrafter(f16_paths["drafter"], n_ctx=2048)
+def smollm(f16_pair_paths: dict[str, Path]) -> Iterator[LlamaDrafter]:
+    drafter = LlamaDrafter(f16_pair_paths["drafter"], n_ctx=2048)
     yield drafter
     drafter.close()
 
@@ -53,15 +47,14 @@ def _tasks() -> list[Task]:
     return load_tasks("humaneval", 3) + load_tasks("edits", 2) + load_tasks("prose", 2)
 
 
-def _check(target: LlamaTarget, tasks: list[Task], drafter_for: object, policy_for: object) -> tuple[int, int]:
+def _check(target: LlamaTarget, tasks: list[Task], drafter_for: Callable[[Task], Drafter],
+           policy_for: Callable[[Task], DraftPolicy]) -> tuple[int, int]:
     """Runs each task plain and speculative; returns the accepted draft tokens and the near-tie flips."""
     accepted = flips = 0
     for task in tasks:
         request = GenerationRequest(task.prompt_tokens(target), MAX_TOKENS, stop=task.stop)
         plain = run_plain(target, request)
-        policy: DraftPolicy = policy_for(task)  # type: ignore[operator]
-        drafter = drafter_for(task)  # type: ignore[operator]
-        spec, _, guarded = run_spec(target, drafter, request, task.draft_context(), policy=policy)
+        spec, _, guarded = run_spec(target, drafter_for(task), request, task.draft_context(), policy=policy_for(task))
         flips += assert_lossless(target, request, plain, spec)
         accepted += spec.stats.accepted_tokens
         assert guarded.failures.total == 0
