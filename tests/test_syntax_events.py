@@ -373,3 +373,41 @@ def test_an_event_costs_about_the_same_at_1_kb_and_at_1_mb(book: RuleBook, langu
     small = (unit * (1 + 1024 // len(unit)))[-1024:]
     large = unit * (1_000_000 // len(unit))
     assert _event_seconds(book, language, large) < 10 * _event_seconds(book, language, small) + 0.002
+
+
+# -- resumed lexing: what is lexed of the window is kept, and the lexer resumes at the current line ------------
+
+@pytest.mark.parametrize("language", sorted(CODE))
+def test_events_after_every_commit_equal_those_of_a_tracker_begun_on_the_whole_text(
+    book: RuleBook, language: str
+) -> None:
+    """A tracker asked after every commit (its lexer resumed line by line) names the event a tracker begun on all
+    the text names (lexing the window at once), at every point of every sample, and past several windows."""
+    text = (MARK.sub("", CODE[language]) * 4).encode()
+    followed = SyntaxTracker(book, language)
+    for end in range(0, len(text), 7):
+        followed.extend(text[end: end + 7])
+        assert followed.event() == _event_at(book, language, text[: end + 7]), text[max(0, end - 60): end + 7]
+
+
+def _event_at(book: RuleBook, language: str, text: bytes) -> tuple[object, str]:
+    tracker = SyntaxTracker(book, language)
+    tracker.begin(text)
+    return tracker.event()
+
+
+def test_only_the_current_line_is_lexed_each_cycle(book: RuleBook, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ds4spec.policy.syntax as syntax
+
+    lexed: list[int] = []
+    real = syntax._lex
+    monkeypatch.setattr(syntax, "_lex", lambda name, text, stack: lexed.append(len(text)) or real(name, text, stack))
+    tracker = SyntaxTracker(book, "python")
+    code = MARK.sub("", CODE["python"]).encode()
+    tracker.extend(code[: code.rindex(b"\n", 0, 400) + 1])
+    tracker.event()
+    lexed.clear()
+    for piece in (b"    total", b" = ", b"sum(", b"values", b")"):
+        tracker.extend(piece)
+        tracker.event()
+    assert max(lexed) <= len(b"    total = sum(values)\n")
