@@ -29,6 +29,7 @@ from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
 from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.probing import FIRST_PROBE_AFTER
+from ds4spec.policy.reading import ReadingCosts
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.syntax import SyntaxTracker
 from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
@@ -184,6 +185,55 @@ def test_a_dear_model_is_probed_only_as_often_as_a_small_share_of_the_time_allow
         policy.observe(k, k, 0, 3.0 if k else 1.0, policy.source if k else "none")
     gaps = [b - a for a, b in itertools.pairwise(drafted_at)]
     assert drafted_at and all(gap >= 2 / PROBE_SHARE for gap in gaps), drafted_at
+
+
+def _model_cycles(policy: TriggerPolicy, place: bytes, read: ReadingCosts, cycles: int) -> None:
+    """Model drafts at ``place``, 90% accepted, each writing 10 bytes and reading them at the next draft."""
+    rng = random.Random(0)
+    for _ in range(cycles):
+        k = _at(policy, place)
+        seconds = read.cost(policy._unread) if k else 0.0
+        policy.observe_reading(seconds)
+        policy.observe(k, k, _accepted(rng, k, 0.9), 1.0 + 0.3 * k + seconds, "model" if k else "none")
+        policy.extend(b"0123456789")
+
+
+def test_a_model_that_must_first_read_what_lookup_copied_is_not_asked_until_its_read_pays(book: RuleBook) -> None:
+    """Measured on the F16 pair's edits: after lookup copied part of the file, SmolLM2's cycle cost 2.5 to 3.8 plain
+    steps, most of it reading the copy, for 66% accepted. Its read is charged to the cycle that would ask it."""
+    read = ReadingCosts()
+    read.observe(10, 0.1 + 0.01 * 10)
+    read.observe(1000, 0.1 + 0.01 * 1000)  # a read costs a tenth of a step and a hundredth per byte
+    policy = TriggerPolicy(book, "python", 16, ("model",))
+    policy.learning.reading = read
+    policy.observe(0, 0, 0, 1.0, "none")
+    _model_cycles(policy, COMMENT, read, 40)
+    assert _at(policy, COMMENT) >= 4  # the model pays here, reading ten bytes a cycle
+    policy.extend(b"x" * 400)  # lookup (or the target) wrote 400 bytes: reading them costs 4 steps
+    assert _at(policy, COMMENT) == 0
+    policy.observe(0, 0, 0, 1.0, "none")
+    assert _at(policy, COMMENT) == 0  # it waits: reading the copy costs what no draft here can win back
+
+
+def test_the_prompt_s_first_read_is_charged_by_the_share_of_the_answer_a_draft_writes(book: RuleBook) -> None:
+    """A completion whose prompt is long: that read serves the whole answer, so a long answer carries it and a short
+    one does not."""
+    read = ReadingCosts()
+    read.observe(10, 0.1)
+    read.observe(2000, 20.0)  # reading the prompt costs 20 plain steps
+    asked = {}
+    for answer_tokens in (2000.0, 20.0):
+        learning = TriggerLearning()
+        learning.reading = read
+        teacher = TriggerPolicy(book, "python", 16, ("model",), learning)
+        teacher.observe(0, 0, 0, 1.0, "none")
+        _model_cycles(teacher, COMMENT, read, 40)  # the model pays at this event
+        policy = TriggerPolicy(book, "python", 16, ("model",), learning)
+        policy.begin(DraftContext(text=b"#" * 2000))
+        learning.answer_tokens = answer_tokens
+        policy.observe(0, 0, 0, 1.0, "none")
+        asked[answer_tokens] = _at(policy, COMMENT)
+    assert asked[2000.0] >= 4 and asked[20.0] == 0, asked
 
 
 # -- which drafter source to ask ---------------------------------------------------------------------------

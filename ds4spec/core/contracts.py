@@ -102,12 +102,18 @@ class DraftPolicy(ABC):
     draft_max: int
     event: str = ""
     source: str = "any"
+    # Whether the policy charges a drafter's reads itself (``observe_reading``): its cycles are then timed whole,
+    # the prompt's read included; else that read is spread over the drafting cycles after it.
+    charges_reading: bool = False
 
     def begin(self, context: DraftContext) -> None:  # noqa: B027 - optional: most policies ignore the text
         """A generation starts from ``context``."""
 
     def extend(self, committed: bytes) -> None:  # noqa: B027
         """Bytes the target committed."""
+
+    def observe_reading(self, seconds: float) -> None:  # noqa: B027
+        """Seconds the drafter spent reading text it had not seen before this cycle's draft (part of the cycle)."""
 
     @abstractmethod
     def draft_length(self) -> int:

@@ -56,6 +56,9 @@ class Draft:
     # Seconds spent reading the prompt before this draft (a drafter that waits its turn reads it when first asked):
     # paid once per generation, not a cost of this draft's length.
     sync_seconds: float = 0.0
+    # Seconds spent reading all the text not yet read before this draft (the prompt included): a cost that depends on
+    # how much text the drafter was not asked for, not on the draft's length.
+    read_seconds: float = 0.0
 
 
 NO_DRAFT = Draft(b"", "none")

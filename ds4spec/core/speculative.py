@@ -162,11 +162,13 @@ class _Cycle:
                 if reason:
                     return reason
             self._follow(self.tok.detokenize(committed))
-            spent = time.perf_counter() - start - sync_seconds  # a catch-up is no cost of this draft's length...
-            if sync_seconds:
-                self.catch_up.incur(sync_seconds, self.request.max_tokens - len(self.out.tokens))
-            if draft:  # ...but it is a cost of drafting: the cycles that draft pay it off
-                spent += self.catch_up.instalment()
+            spent = time.perf_counter() - start
+            if not self.policy.charges_reading:
+                spent -= sync_seconds  # a catch-up is no cost of this draft's length...
+                if sync_seconds:
+                    self.catch_up.incur(sync_seconds, self.request.max_tokens - len(self.out.tokens))
+                if draft:  # ...but it is a cost of drafting: the cycles that draft pay it off
+                    spent += self.catch_up.instalment()
             self.policy.observe(requested, len(draft), verdict.accepted, spent, source)
             self.loop_samples.append(time.perf_counter() - start - model_seconds - outside)
             pending = verdict.token
@@ -208,6 +210,7 @@ class _Cycle:
         want = math.ceil(k * self.drafter_tokens_per_target_token) + 2
         proposal = self.drafter.propose(want, source=self.policy.source, enough=enough)
         propose_seconds = time.perf_counter() - t0
+        self.policy.observe_reading(proposal.read_seconds)
         draft: list[int] = []
         if proposal.text:
             draft = last[proposal.text] if proposal.text in last else align_draft(

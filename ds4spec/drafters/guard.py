@@ -13,7 +13,8 @@ on 2 cores: a drafter reading its prompt made each plain step of the target 2.8x
 a drafter that the policy never asks costs nothing. That catch-up has its own, longer deadline, since reading
 a long prompt is work, not a hang; the part that reads the prompt is reported as ``Draft.sync_seconds`` (a
 generation pays it once, whatever the draft lengths), while reading the text committed since the last draft
-is part of every drafting cycle's cost.
+is part of every drafting cycle's cost. All that it read is reported as ``Draft.read_seconds``: a policy that
+charges reading by the bytes read (``ds4spec.policy.reading``) needs it apart from the cycle.
 """
 
 from __future__ import annotations
@@ -96,15 +97,16 @@ class GuardedDrafter:
         ``NO_DRAFT`` when it fails."""
         if self._benched or max_tokens <= 0:
             return NO_DRAFT
-        sync_seconds = 0.0
+        sync_seconds = read_seconds = 0.0
         if not self.background:
             reads_prompt = self._context is not None
             start = time.perf_counter()
             self._last = self._submit(self._catch_up, source)
             if not self._wait(self._last, CATCH_UP_DEADLINE_S):
                 return NO_DRAFT
+            read_seconds = time.perf_counter() - start
             if reads_prompt:  # once per generation; reading what was committed since the last draft is every cycle's
-                sync_seconds = time.perf_counter() - start
+                sync_seconds = read_seconds
         if enough is not None:
             future = self._submit(self.drafter.propose_until, max_tokens, enough, source)
         elif source == "any":
@@ -119,7 +121,10 @@ class GuardedDrafter:
             self.failures.invalid += 1
             log.warning("drafter %s returned %r instead of a Draft of bytes", self.name, type(draft))
             return NO_DRAFT
-        return replace(draft, sync_seconds=draft.sync_seconds + sync_seconds) if sync_seconds else draft
+        if not (sync_seconds or read_seconds):
+            return draft
+        return replace(draft, sync_seconds=draft.sync_seconds + sync_seconds,
+                       read_seconds=draft.read_seconds + read_seconds)
 
     def call_alone(self, call: Callable[[Drafter], T]) -> T | None:
         """``call(drafter)`` on the worker between generations (a measurement), under the catch-up deadline; None

@@ -19,7 +19,7 @@ back-off) so that it notices when the drafter becomes useful.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
@@ -152,12 +152,15 @@ def could_pay_on(profile: VerifyProfile, draft_cost: float, draft_max: int, alph
     return any(expected_tokens(alpha, k) > profile.ratio(k) + draft_cost * k for k in lengths)
 
 
-def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int]) -> tuple[int, float]:
-    """Among ``lengths``, the one with the best expected rate ``E(k) / cost(k)`` (the shorter on a tie), and
-    that rate; ``(0, 0.0)`` when ``lengths`` is empty."""
+def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int],
+                extra: Callable[[float], float] = lambda tokens: 0.0) -> tuple[int, float]:
+    """Among ``lengths``, the one with the best expected rate ``E(k) / (cost(k) + extra(E(k)))`` (the shorter on a
+    tie), and that rate; ``(0, 0.0)`` when ``lengths`` is empty. ``extra``: seconds a cycle costs besides its
+    measured cost, given the tokens it is expected to write (a drafter's read of unseen text)."""
     best, best_rate = 0, 0.0
     for k in lengths:
-        rate = expected_tokens(alpha, k) / costs.cost(k)
+        tokens = expected_tokens(alpha, k)
+        rate = tokens / (costs.cost(k) + extra(tokens))
         if rate > best_rate:
             best, best_rate = k, rate
     return best, best_rate

@@ -13,9 +13,11 @@ lookup and the model compete, lookup is worth its match rate times its rate when
 rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
 (``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one length
 above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
-probes again with back-off so that an event that starts to pay is noticed. What it learns lives in
-``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer starts from what the first
-nine taught.
+probes again with back-off so that an event that starts to pay is noticed. A model that waits its turn must first
+read the text it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is
+charged to the cycle that asks it, the prompt's first read to the share of the answer that cycle is expected to
+write. What it learns lives in ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer
+starts from what the first nine taught.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ds4spec.policy.gate import (
 )
 from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import VerifyProfile
+from ds4spec.policy.reading import ReadingCosts
 from ds4spec.policy.rules import Rule, RuleBook
 from ds4spec.policy.syntax import SyntaxTracker
 
@@ -47,6 +50,10 @@ LOOKUP_MISS = 1.02
 LOOKUP_CARRIED = 2.0
 LOOKUP_EVIDENCE = 1  # lookup drafts in this generation before what they taught sets the length of first tries
 FIRST_TRY_SHORT = 2  # lookup's first try in an answer where earlier answers say its copies are wrong
+def _nothing(tokens: float) -> float:
+    return 0.0
+
+
 _CHOICE_SOURCES = {"lookup": ("lookup",), "model": ("model",), "hybrid": ("lookup", "model")}
 
 
@@ -97,7 +104,10 @@ class TriggerLearning:
     """Costs and per-event models, kept by an engine across generations (reset when its drafter changes)."""
 
     def __init__(self, profile: VerifyProfile | None = None) -> None:
-        self.costs = SourceCosts(profile)
+        self.costs = SourceCosts(profile)  # the model's cycles without its reads
+        self.reading = ReadingCosts()  # the model's reads of text it had not seen
+        self.answer_tokens: float | None = None  # tokens an answer holds, on average
+        self.written = 0  # tokens committed in this generation
         self.events: dict[str, EventModel] = {}
         self.lookup = AcceptanceModel()  # lookup's drafts, at every event
         self.lookup_drafts = 0  # in this generation
@@ -107,6 +117,10 @@ class TriggerLearning:
         return self.lookup.alpha if source == "lookup" else model.acceptance.alpha
 
     def new_generation(self) -> None:
+        if self.written:
+            last = float(self.written)
+            self.answer_tokens = last if self.answer_tokens is None else 0.5 * (self.answer_tokens + last)
+        self.written = 0
         self.costs.new_generation()
         self.lookup.carry_over(LOOKUP_CARRIED)
         self.lookup_drafts = 0
@@ -120,6 +134,8 @@ class TriggerLearning:
 
 
 class TriggerPolicy(DraftPolicy):
+    charges_reading = True
+
     def __init__(self, book: RuleBook, language: str | None, draft_max: int, sources: tuple[str, ...] = SOURCES,
                  learning: TriggerLearning | None = None) -> None:
         self.draft_max = draft_max
@@ -129,19 +145,31 @@ class TriggerPolicy(DraftPolicy):
         self.candidates = candidate_lengths(draft_max)
         self._current: EventModel | None = None
         self._asked = "any"
+        self._prompt_unread = 0  # bytes of the prompt the model has not read
+        self._unread = 0  # bytes committed since the model last read
+        self._unread_asked = (0, 0)  # both, when the model was last asked
+        self._read = 0.0  # seconds the drafter spent reading before this cycle's draft
 
     def begin(self, context: DraftContext) -> None:
         # A chat answer is written from nothing; a completion continues its prompt text.
         self.tracker.begin(context.text if context.text is not None else b"")
         self.learning.new_generation()
+        self._prompt_unread = len(context.text) if context.text is not None else sum(
+            len(m.content.encode()) for m in context.messages or ())
+        self._unread = 0
 
     def extend(self, committed: bytes) -> None:
         self.tracker.extend(committed)
+        self._unread += len(committed)
+
+    def observe_reading(self, seconds: float) -> None:
+        self._read = seconds
 
     def draft_length(self) -> int:
         family, event = self.tracker.event()
         self.event = f"{family.name}.{event}"
         model = self._current = self.learning.model(self.event, family.rule(event))
+        self._unread_asked = (self._prompt_unread, self._unread)
         k, self.source = self._choose(model)
         self._asked = self.source
         return k
@@ -159,6 +187,8 @@ class TriggerPolicy(DraftPolicy):
             if rate > best_rate:
                 best_rate, best = rate, (k, source)
         untried = [s for s in allowed if model.attempts[s] == 0]
+        if "model" in untried and not self._model_could_pay(min(model.rule.length, self.draft_max), plain):
+            untried.remove("model")  # its read of what it has not seen costs more than a whole accepted draft wins
         if model.rule.length > 0 and untried and best[0] == 0:
             # The rule's prior, tried first, where no source tried here pays yet. Where one does, trying another
             # costs what that one would have won, and more for a model that must first read all the text copied
@@ -182,10 +212,27 @@ class TriggerPolicy(DraftPolicy):
         source = max(allowed, key=lambda s: self._promise(model, s))
         k = self.candidates[0]
         # A model's probe always costs its cycle; lookup's costs nothing without a match, and with one is often a copy.
-        waste = self.learning.costs.tables[source].cost(k) / plain - 1 if source == "model" else 0.0
+        waste = 0.0
+        if source == "model":
+            waste = (self.learning.costs.tables[source].cost(k) + self._reading(k)) / plain - 1
         if model.probing.due(waste):
             return k, self._ask([source])
         return 0, "any"
+
+    def _reading(self, tokens: float) -> float:
+        """Seconds of the model's read charged to a cycle expected to write ``tokens``: all of reading what was
+        committed since it last read, and of the prompt's first read the share of the answer's tokens left that
+        the cycle writes (that read serves every later draft of the answer; until an answer's length is known, none)."""
+        learning = self.learning
+        text = learning.reading.cost(self._unread)
+        if not self._prompt_unread or learning.answer_tokens is None:
+            return text
+        left = max(learning.answer_tokens - learning.written, tokens)
+        return text + (learning.reading.cost(self._prompt_unread + self._unread) - text) * min(1.0, tokens / left)
+
+    def _model_could_pay(self, k: int, plain: float) -> bool:
+        """Whether a model draft of ``k`` tokens, all of them accepted, would beat a plain step, its read included."""
+        return (k + 1) / (self.learning.costs.tables["model"].cost(k) + self._reading(k + 1)) > 1.0 / plain
 
     def _lookup_would_win(self, model: EventModel, rate: float) -> bool:
         """Whether lookup's drafts in this answer, where it has a match, are expected to beat ``rate`` here."""
@@ -233,13 +280,19 @@ class TriggerPolicy(DraftPolicy):
         longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
         alpha = self.learning.alpha(model, source)
+        extra = self._reading if source == "model" else _nothing
         if table.profile.measured:  # every length's cost is known well enough: no need to climb
-            return best_length(table, alpha, table.ranked_lengths(self.draft_max))
+            return best_length(table, alpha, table.ranked_lengths(self.draft_max), extra)
+
+        def rate(k: int) -> float:
+            tokens = expected_tokens(alpha, k)
+            return tokens / (table.cost(k) + extra(tokens))
+
         measured = [k for k in self.candidates if table.measured(k)]
         if not measured:  # this source's cycles so far offered nothing to measure: the shortest, as estimated
             k = self.candidates[0]
-            return k, expected_tokens(alpha, k) / table.cost(k)
-        rates = ((k, expected_tokens(alpha, k) / table.cost(k)) for k in measured)
+            return k, rate(k)
+        rates = ((k, rate(k)) for k in measured)
         k, rate = max(rates, key=lambda kr: (kr[1], -kr[0]))
         longer = [n for n in self.candidates if n > k]
         return (longer[0] if k == measured[-1] and longer else k), rate
@@ -247,18 +300,32 @@ class TriggerPolicy(DraftPolicy):
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:
         costs = self.learning.costs
+        read, self._read = self._read, 0.0
+        self.learning.written += accepted + 1
         if drafted and source in SOURCES:
-            costs.observe(source, drafted, cycle_seconds)  # the pass was over the drafted tokens, maybe fewer
+            # The pass was over the drafted tokens, maybe fewer; a model's read is charged by what it read.
+            costs.observe(source, drafted, cycle_seconds - read if source == "model" else cycle_seconds)
             self._learn(source, drafted, accepted)
+            if source == "model":
+                self._model_read(read)
         elif requested and "model" in self.sources and self._asked != "lookup":
             # The model ran and offered nothing usable: its time is spent, and for this event it is a miss.
-            costs.observe("model", requested, cycle_seconds)
+            costs.observe("model", requested, cycle_seconds - read)
             self._learn("model", 1, 0)
+            self._model_read(read)
         else:
             costs.observe_plain(cycle_seconds)  # a plain step, or a lookup miss (which costs nothing)
         # Lookup, when asked (alone, or first for ``any``), had a draft or not: once a cycle.
         lookup_asked = requested and self._asked != "model" and "lookup" in self.sources
         self._matched(lookup_asked, bool(drafted) and source == "lookup")
+
+    def _model_read(self, seconds: float) -> None:
+        """The model read all it had not seen when asked (in ``seconds``; 0 when it reads beside the target)."""
+        prompt, unread = self._unread_asked
+        if seconds > 0:
+            self.learning.reading.observe(prompt + unread, seconds)
+        self._prompt_unread = 0
+        self._unread -= unread
 
     def _learn(self, source: str, drafted: int, accepted: int) -> None:
         model = self._current
