@@ -275,19 +275,3 @@ def test_draft_threads_set_the_threads_of_a_torch_drafter_as_of_a_llama_one(
             drafter.close()
     finally:
         torch.set_num_threads(before)
-
-
-@pytest.mark.parametrize(("cores", "reading"), [(2, 2), (4, 1)])
-def test_a_drafter_that_waits_its_turn_reads_with_the_target_cores(
-        tiny_spm_gguf: Path, monkeypatch: pytest.MonkeyPatch, cores: int, reading: int) -> None:
-    """On 2 cores the target is idle while the drafter reads its prompt: it reads with both (one drafting thread,
-    which would spin beside the target). With cores to spare it reads beside the target, on its own thread."""
-    import ds4spec.engine.loading as loading
-    from ds4spec.drafters.factory import build_drafter
-    from ds4spec.engine.settings import Settings
-
-    monkeypatch.setattr(loading, "available_cores", lambda: cores)
-    drafter = build_drafter(loading.drafter_spec(Settings(draft=str(tiny_spm_gguf), threads=2)), loading.locate_model)
-    assert isinstance(drafter, LlamaDrafter)
-    assert (drafter.model.n_threads, drafter.model.n_threads_batch) == (1, reading)
-    drafter.close()

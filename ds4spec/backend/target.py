@@ -69,8 +69,7 @@ class LlamaTarget:
         cparams.n_ubatch = opts.n_batch
         cparams.n_seq_max = 1
         cparams.n_threads = self.n_threads
-        self.n_threads_batch = opts.n_threads_batch or self.n_threads
-        cparams.n_threads_batch = self.n_threads_batch
+        cparams.n_threads_batch = self.n_threads
         cparams.no_perf = True
         ctx = llama_cpp.llama_init_from_model(model, cparams)
         if not ctx:

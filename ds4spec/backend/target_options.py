@@ -10,7 +10,6 @@ from dataclasses import dataclass
 class TargetOptions:
     n_ctx: int = 4096
     n_threads: int | None = None  # None: ds4spec.backend.runtime.default_threads()
-    n_threads_batch: int | None = None  # threads of a pass over several tokens (a prompt); None: n_threads
     n_gpu_layers: int | None = None  # None: every layer on a GPU or Metal when present, else 0
     n_batch: int = 512  # the longest span one forward pass takes; prompts are fed in chunks of this
     force_snapshots: bool = False  # use state snapshots even where the memory could drop a tail (tests)

@@ -32,8 +32,6 @@ class DrafterSpec:
     p_min: float = 0.3
     n_ctx: int = 4096
     threads: int | None = 1  # a model drafter's CPU threads, llama.cpp's or torch's (see Settings.draft_threads)
-    # A llama.cpp drafter's threads for a pass over several tokens (reading the prompt or copied text); None: threads.
-    threads_batch: int | None = None
     gpu_layers: int | None = None
 
 
@@ -69,5 +67,4 @@ def _model_drafter(name: str, backend: Backend, spec: DrafterSpec, locate: Locat
     from ds4spec.drafters.llama_drafter import LlamaDrafter
 
     return LlamaDrafter(path, n_ctx=spec.n_ctx, p_min=spec.p_min, n_threads=spec.threads,
-                        n_threads_batch=spec.threads_batch, n_gpu_layers=spec.gpu_layers,
-                        name=known and f"llama:{known}")
+                        n_gpu_layers=spec.gpu_layers, name=known and f"llama:{known}")

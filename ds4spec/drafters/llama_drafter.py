@@ -28,21 +28,18 @@ class LlamaDrafter(ModelDrafter):
     """Greedy drafts from a small GGUF model (the default is SmolLM2-135M-Instruct).
 
     ``path_or_target``: a GGUF path, or an open :class:`LlamaTarget` to draft with (it is then not closed by
-    :meth:`close`; whoever opened it owns it). ``n_ctx``, ``n_threads`` and ``n_threads_batch`` (threads of a pass over
-    several tokens: reading the prompt, catching up) apply to a model opened here.
+    :meth:`close`; whoever opened it owns it). ``n_ctx`` and ``n_threads`` apply to a model opened here.
     ``p_min``: see :class:`ModelDrafter` (the first token is always proposed; later ones need ``p_min``).
     A full context gives no drafts, never an error: the drafter is an optional helper.
     """
 
     def __init__(self, path_or_target: Path | str | LlamaTarget, *, n_ctx: int = 4096, p_min: float = 0.3,
-                 n_threads: int | None = None, n_threads_batch: int | None = None,
-                 n_gpu_layers: int | None = None, name: str | None = None,
+                 n_threads: int | None = None, n_gpu_layers: int | None = None, name: str | None = None,
                  lookback: int = 8) -> None:
         if isinstance(path_or_target, LlamaTarget):
             self._model, self._owned = path_or_target, False
         else:
-            options = TargetOptions(n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads_batch,
-                                    n_gpu_layers=n_gpu_layers)
+            options = TargetOptions(n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
             self._model, self._owned = LlamaTarget(path_or_target, options), True
         self._tok = self._model.tokenizer
         self.name = name or f"llama:{self._model.name}"

@@ -78,20 +78,8 @@ def drafter_spec(settings: Settings) -> DrafterSpec:
         p_min=settings.p_min,
         n_ctx=settings.ctx,
         threads=settings.draft_threads or settings.threads,
-        threads_batch=reading_threads(settings),
         gpu_layers=settings.gpu_layers,
     )
-
-
-def reading_threads(settings: Settings) -> int | None:
-    """A drafter that waits its turn reads text (the prompt, what lookup copied) while the target's cores are idle:
-    with all of them. Measured on 2 cores: SmolLM2 read a 450-token prompt in 1.0 to 1.2 s with 2 threads against
-    1.9 to 2.1 s with 1, and the target's next steps were no slower (a pass's extra threads end with it; a
-    drafting thread that spins beside the target is what slows it). None: the drafter's own threads."""
-    if drafter_has_spare_cores(settings):
-        return None  # it reads beside the target: its own threads only
-    drafter = settings.draft_threads or settings.threads or default_threads()
-    return max(drafter, settings.threads or default_threads())
 
 
 def drafter_model(settings: Settings) -> str | None:
