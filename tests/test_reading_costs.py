@@ -14,7 +14,7 @@ def test_nothing_read_yet_costs_nothing() -> None:
 def test_reads_of_several_sizes_give_the_fixed_part_and_the_part_per_byte() -> None:
     reading = ReadingCosts()
     for nbytes in (8, 20, 400, 12, 1800, 30, 250):
-        reading.observe(nbytes, 0.009 + 0.0006 * nbytes)  # one forward pass, then a prompt read on 2 cores
+        reading.observe(nbytes, 0.009 + 0.0006 * nbytes)  # one forward pass, and the text it reads
     fixed, per_byte = reading.fit()
     assert fixed == pytest.approx(0.009) and per_byte == pytest.approx(0.0006)
     assert reading.cost(1000) == pytest.approx(0.609)
@@ -34,5 +34,5 @@ def test_recent_reads_weigh_most() -> None:
     for _ in range(20):
         reading.observe(100, 0.10)
     for _ in range(20):
-        reading.observe(100, 0.02)  # the machine got faster (or the drafter got more threads)
+        reading.observe(100, 0.02)  # the machine got faster
     assert reading.cost(100) < 0.03
