@@ -30,7 +30,6 @@ from ds4spec.policy.gate import (
     CycleCosts,
     best_length,
     candidate_lengths,
-    expected_tokens,
 )
 from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import VerifyProfile
@@ -283,17 +282,10 @@ class TriggerPolicy(DraftPolicy):
         extra = self._reading if source == "model" else _nothing
         if table.profile.measured:  # every length's cost is known well enough: no need to climb
             return best_length(table, alpha, table.ranked_lengths(self.draft_max), extra)
-
-        def rate(k: int) -> float:
-            tokens = expected_tokens(alpha, k)
-            return tokens / (table.cost(k) + extra(tokens))
-
         measured = [k for k in self.candidates if table.measured(k)]
         if not measured:  # this source's cycles so far offered nothing to measure: the shortest, as estimated
-            k = self.candidates[0]
-            return k, rate(k)
-        rates = ((k, rate(k)) for k in measured)
-        k, rate = max(rates, key=lambda kr: (kr[1], -kr[0]))
+            return best_length(table, alpha, self.candidates[:1], extra)
+        k, rate = best_length(table, alpha, measured, extra)
         longer = [n for n in self.candidates if n > k]
         return (longer[0] if k == measured[-1] and longer else k), rate
 
