@@ -66,10 +66,32 @@ def test_all_peers_run_and_every_system_has_a_row_and_charts_are_png(tiny_models
         assert assistedrow["acceptance"] is not None  # counted from transformers' own verify passes
         assert rows[(workload, "llama.cpp prompt-lookup")]["speedup_own"] is not None
     assert "transformers assisted" in proc.stdout and "=llama" in proc.stdout
+    # Interleaved: each prompt is run by ds4spec and then by every peer before the next prompt starts.
+    assert report["settings"]["peers_interleaved"] is True
+    assert progress(proc.stderr) == ["ds4spec humaneval", "peers humaneval", "ds4spec edits", "peers edits"]
     for name in CHARTS:
         with Image.open(plots / name) as image:
             assert image.format == "PNG" and image.size[0] > 300 and image.size[1] > 200
             image.verify()
+
+
+def progress(stderr: str) -> list[str]:
+    """The bench's progress lines, in order: who finished which workload's prompt."""
+    lines = [line.split() for line in stderr.splitlines() if line.startswith("ds4spec: bench ")]
+    return [f"{'peers' if words[2] == 'peers' else 'ds4spec'} {words[-3]}" for words in lines]
+
+
+def test_peers_apart_run_after_every_ds4spec_run_with_the_same_rows(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = bench("--target", str(tiny_bpe_gguf), "--mode", "lookup", "--limit", "2", "--workload", "humaneval",
+                 "--peers", "llama", "--peers-apart", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["settings"]["peers_interleaved"] is False
+    assert progress(proc.stderr) == ["ds4spec humaneval"] * 2 + ["peers humaneval"] * 2
+    rows = rows_by_system(report)
+    assert rows[("humaneval", "llama.cpp plain")]["runs"] == 2
+    assert rows[("humaneval", "ds4spec plain")]["matches_llama_plain"] == 2
 
 
 def test_a_peer_that_cannot_run_is_a_row_with_its_reason(tiny_bpe_gguf: Path, tmp_path: Path) -> None:

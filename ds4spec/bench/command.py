@@ -3,8 +3,9 @@
 Per workload and mode it reports tokens/s, speedup over plain, acceptance, mean accepted length per verify
 pass, the share of time spent drafting and verifying, and whether every output was identical to plain.
 Runs are interleaved (plain, then each mode, prompt by prompt) so that drift in machine speed hits all modes
-alike. ``--peers`` then runs other systems on the same target file and prompts (``ds4spec.bench.peers``) and adds
-a cross-system table; ``--plot DIR`` draws charts of the whole report (``ds4spec.bench.plots``).
+alike. ``--peers`` runs other systems on the same target file and prompts (``ds4spec.bench.peers``), between
+ds4spec's own runs of each prompt unless ``--peers-apart``, and adds a cross-system table; ``--plot DIR`` draws
+charts of the whole report (``ds4spec.bench.plots``).
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import platform
 import statistics
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ds4spec import __version__
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mode
-from ds4spec.bench.peer_runs import SystemRuns, run_peer_groups, stderr_line
-from ds4spec.bench.peers import PEER_KEYS, SERVER_KEY, BenchTask, PeerSetup, build_peer_groups, parse_peers
+from ds4spec.bench.peer_runs import PeerSitting, SystemRuns, run_peer_groups, stderr_line
+from ds4spec.bench.peers import PEER_KEYS, SERVER_KEY, BenchTask, Peer, PeerSetup, build_peer_groups, parse_peers
 from ds4spec.bench.peers.base import TargetVocab
 from ds4spec.bench.peers.family_drafter import family_drafter
 from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, result_of, system_rows
@@ -69,6 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "transformers, plain and assisted by the pair's drafter; llama-server: llama.cpp's own server, "
                    "built once from the same llama.cpp, plain and with --spec-type ngram-simple, ngram-mod, "
                    "ngram-map-k and draft-simple; llama-server:TYPE adds another --spec-type)")
+    g.add_argument("--peers-apart", action="store_true", help="run the peers after ds4spec's own runs, one group "
+                   "at a time, instead of between them prompt by prompt: less memory (one set of models loaded at "
+                   "a time), but machine drift between the two halves lands on one side of the comparison")
     g.add_argument("--peer-draft", metavar="MODEL", help="the drafter of llama-server's draft modes, a model "
                    "name or GGUF path with the target's vocabulary (default: the smallest pulled model that "
                    "has it, such as qwen2.5-coder-0.5b for a Qwen target)")
@@ -159,13 +165,15 @@ def run(args: argparse.Namespace) -> int:
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": args.fixed,
         "peers": list(peer_keys),
     })
+    peers = _Peers(settings, peer_keys, args.peer_draft) if peer_keys else None
     sitting = _Sitting(settings, report, args.fixed)
-    target_path = sitting.run(modes, [load_tasks(workload, args.limit) for workload in workloads])
+    target_path = sitting.run(modes, [load_tasks(workload, args.limit) for workload in workloads],
+                              None if args.peers_apart else peers)
     _print(report)
-    if peer_keys:
-        records = [*sitting.systems.values(),
-                   *_run_peers(settings, target_path, peer_keys, sitting.tasks, args.peer_draft)]
-        report.systems = system_rows(records, workloads)
+    if peers:
+        records = sitting.peers.records if sitting.peers else peers.apart(target_path, sitting.tasks)
+        report.settings["peers_interleaved"] = sitting.peers is not None
+        report.systems = system_rows([*sitting.systems.values(), *records], workloads)
         print()
         print_systems(report.systems)
     _write(report, args.out, args.plot)
@@ -186,7 +194,8 @@ def _write(report: Report, out: Path | None, plot: Path | None) -> None:
 
 class _Sitting:
     """ds4spec's own runs: one target, every mode's drafter and policy, each prompt run plain and then in each
-    mode. It fills the report, and keeps what the peers run beside it need (the prompts, ds4spec's results)."""
+    mode, and then by each peer when they run interleaved. It fills the report, and keeps what the peers run after
+    it need (the prompts, ds4spec's results)."""
 
     def __init__(self, settings: Settings, report: Report, fixed: bool) -> None:
         self.settings = settings
@@ -195,16 +204,19 @@ class _Sitting:
         self.plans: dict[str, ModePlan] = {}
         self.systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
         self.tasks: list[BenchTask] = []  # every prompt, as the peers get it
+        self.peers: PeerSitting | None = None  # the peers run between ds4spec's runs, when interleaved
 
-    def run(self, modes: list[str], workloads: list[list[Task]]) -> Path:
-        """Runs every task plain and in every mode; returns the target's file (for the peers)."""
-        target = load_target(self.settings)
+    def run(self, modes: list[str], workloads: list[list[Task]], peers: _Peers | None) -> Path:
+        """Runs every task plain and in every mode (and by every peer, when given); returns the target's file."""
         report = self.report
-        try:
+        with ExitStack() as stack:  # closed before any peer runs apart: one set of models in memory at a time
+            target = load_target(self.settings)
+            stack.callback(target.close)
             profile = profile_for(target)
             report.settings["verify_profile"] = {str(n): round(profile.ratio(n - 1), 3) for n in sorted(profile.spans)}
             for mode in modes:
                 self.plans[mode] = load_mode(self.settings, mode, profile)
+                stack.callback(self.plans[mode].drafter.close)
             report.settings["target"] = target.name
             report.settings["target_file"] = str(target.path)
             report.settings["gpu_layers"] = target.n_gpu_layers
@@ -214,24 +226,26 @@ class _Sitting:
                                "plain_steps": round(c.seconds_per_token / profile.spans[1], 3), "asked": c.affordable}
                     for c in p.memory.costs if c.seconds_per_token is not None}
                 for m, p in self.plans.items()}
+            self.tasks = [_bench_task(target, task) for tasks in workloads for task in tasks]
+            if peers:
+                self.peers = stack.enter_context(peers.interleaved(target.path, self.tasks[:1]))
             _warm_up(target)
+            prompts = iter(self.tasks)
             for tasks in workloads:
-                self._workload(target, tasks)
+                self._workload(target, [(task, next(prompts)) for task in tasks])
             report.costs = [row for plan in self.plans.values() for row in learned_costs(plan)]
-        finally:
-            for p in self.plans.values():
-                p.drafter.close()
-            target.close()  # before the peers load: one set of models in memory at a time
-        return target.path
+            return target.path
 
-    def _workload(self, target: LlamaTarget, tasks: list[Task]) -> None:
-        workload = tasks[0].workload if tasks else "?"
+    def _workload(self, target: LlamaTarget, tasks: list[tuple[Task, BenchTask]]) -> None:
+        workload = tasks[0][0].workload if tasks else "?"
         tallies = {"plain": Tally(), **{m: Tally() for m in self.plans}}
         for mode in tallies:
             self.systems.setdefault(mode, SystemRuns(f"ds4spec {mode}", "ds4spec", DS4SPEC_PLAIN))
-        for task in tasks:
-            self._task(target, task, tallies)
+        for task, prompt in tasks:
+            self._task(target, task, prompt, tallies)
             print(f"ds4spec: bench {workload} {task.task_id} done", file=sys.stderr, flush=True)
+            if self.peers:
+                self.peers.run(prompt)
         plain_rate = tallies["plain"].row(0.0)["tokens_per_second"]
         for mode, tally in tallies.items():
             self.report.rows.append({"workload": workload, "mode": mode, **tally.row(float(plain_rate))})
@@ -239,11 +253,9 @@ class _Sitting:
                 self.report.cycles.append({"workload": workload, "mode": mode, "events": tally.drafts_by_event(),
                                            "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
 
-    def _task(self, target: LlamaTarget, task: Task, tallies: dict[str, Tally]) -> None:
-        request = GenerationRequest(task.prompt_tokens(target), self.settings.max_tokens, SamplingSettings(), task.stop)
+    def _task(self, target: LlamaTarget, task: Task, prompt: BenchTask, tallies: dict[str, Tally]) -> None:
+        request = GenerationRequest(list(prompt.prompt), self.settings.max_tokens, SamplingSettings(), task.stop)
         key = (task.workload, task.task_id)
-        self.tasks.append(BenchTask(task.workload, task.task_id, tuple(request.prompt_tokens), tuple(task.stop),
-                                    task.text, task.messages or ()))
         # Every run reads its whole prompt afresh: a context kept from the run before would be reused up to
         # the prompt's last token, read alone instead of inside the batch, and flip near-ties (on prose, 3 of 5
         # answers of a mode that never drafted differed from plain that way).
@@ -264,21 +276,52 @@ class _Sitting:
             self.report.runs.append(_run_record(task, mode, spec, identical))
 
 
-def _run_peers(settings: Settings, target_path: Path, keys: tuple[str, ...], tasks: list[BenchTask],
-               peer_draft: str | None) -> list[SystemRuns]:
-    try:
-        drafter, problem = drafter_spec(settings).model, None
-    except Ds4Error as exc:  # an unknown pair: the assisted peer reports it, the others run
-        drafter, problem = None, str(exc)
-    with TargetVocab(target_path) as vocab:
-        family: Path | None = None
-        family_problem: str | None = None
-        if any(k.startswith(SERVER_KEY) for k in keys):  # only llama-server's draft modes take this drafter
-            family, family_problem = family_drafter(target_path, vocab.metadata.get("tokenizer.ggml.pre", ""),
-                                                    vocab.tokenizer.n_vocab, peer_draft)
-        setup = PeerSetup(target_path, vocab.tokenizer, settings.ctx, settings.batch, settings.threads,
-                          settings.gpu_layers, drafter, problem, family, family_problem)
-        return run_peer_groups(build_peer_groups(keys, setup, stderr_line), tasks, settings.max_tokens)
+class _Peers:
+    """The systems of ``--peers``, set up from the target's file: run between ds4spec's own runs of each prompt
+    (``interleaved``), or after them, one group at a time (``apart``)."""
+
+    def __init__(self, settings: Settings, keys: tuple[str, ...], peer_draft: str | None) -> None:
+        self.settings = settings
+        self.keys = keys
+        self.peer_draft = peer_draft
+
+    @contextmanager
+    def interleaved(self, target_path: Path, warm_up: list[BenchTask]) -> Iterator[PeerSitting]:
+        sitting = PeerSitting(self.settings.max_tokens)
+        with self._groups(target_path) as groups:
+            try:
+                for group in groups:
+                    sitting.start(group, warm_up[0] if warm_up else None)
+                yield sitting
+            finally:
+                sitting.close()
+
+    def apart(self, target_path: Path, tasks: list[BenchTask]) -> list[SystemRuns]:
+        with self._groups(target_path) as groups:
+            return run_peer_groups(groups, tasks, self.settings.max_tokens)
+
+    @contextmanager
+    def _groups(self, target_path: Path) -> Iterator[list[list[Peer]]]:
+        settings = self.settings
+        try:
+            drafter, problem = drafter_spec(settings).model, None
+        except Ds4Error as exc:  # an unknown pair: the assisted peer reports it, the others run
+            drafter, problem = None, str(exc)
+        with TargetVocab(target_path) as vocab:
+            family: Path | None = None
+            family_problem: str | None = None
+            if any(k.startswith(SERVER_KEY) for k in self.keys):  # only llama-server's draft modes take this drafter
+                family, family_problem = family_drafter(target_path, vocab.metadata.get("tokenizer.ggml.pre", ""),
+                                                        vocab.tokenizer.n_vocab, self.peer_draft)
+            setup = PeerSetup(target_path, vocab.tokenizer, settings.ctx, settings.batch, settings.threads,
+                              settings.gpu_layers, drafter, problem, family, family_problem)
+            yield build_peer_groups(self.keys, setup, stderr_line)
+
+
+def _bench_task(target: LlamaTarget, task: Task) -> BenchTask:
+    """A prompt as every system gets it: the target's tokens, and the text or turns they were made from."""
+    return BenchTask(task.workload, task.task_id, tuple(task.prompt_tokens(target)), tuple(task.stop), task.text,
+                     task.messages or ())
 
 
 def _sweep_modes(text: str) -> list[str]:

@@ -2,8 +2,10 @@
 
 Every failure of a peer becomes part of its record: a missing package or model (``available`` says why),
 an exception while loading, warming up or generating. The bench goes on with the other peers and reports
-the failed one as a row with its reason. Peers of one group are loaded together and run interleaved,
-prompt by prompt; groups run one after another, so at most one group's models are in memory at a time.
+the failed one as a row with its reason. Peers loaded together run interleaved, prompt by prompt: by default
+``ds4spec bench`` loads every peer beside its own target and runs them between its own runs of each prompt
+(:class:`PeerSitting`); ``run_peer_groups`` runs groups one after another, so that at most one group's models
+are in memory at a time.
 """
 
 from __future__ import annotations
@@ -47,40 +49,62 @@ def stderr_line(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def run_peer_groups(groups: Sequence[Sequence[Peer]], tasks: Sequence[BenchTask], max_tokens: int,
-                    log: Callable[[str], None] = stderr_line) -> list[SystemRuns]:
-    records: list[SystemRuns] = []
-    for group in groups:
-        records += _run_group(group, tasks, max_tokens, log)
-    return records
+class PeerSitting:
+    """Peers loaded, run task by task, and closed: what lets ``ds4spec bench`` run them beside its own modes.
 
+    Every live peer runs each task in turn, so a peer and its plain baseline (and, run between ds4spec's own
+    runs of that prompt, ds4spec) see the same machine. ``start`` loads a set of peers, ``close`` frees them."""
 
-def _run_group(group: Sequence[Peer], tasks: Sequence[BenchTask], max_tokens: int,
-               log: Callable[[str], None]) -> list[SystemRuns]:
-    records = [SystemRuns(p.name, p.family, p.baseline) for p in group]
-    live: list[tuple[Peer, SystemRuns]] = []
-    try:
-        for peer, record in zip(group, records, strict=True):
-            if _start(peer, record, tasks, log):
-                live.append((peer, record))
-        for task in tasks:
-            for peer, record in live:
-                try:
-                    record.results[(task.workload, task.task_id)] = peer.run(task, max_tokens)
-                except Exception as exc:  # one bad run is a row's note, not the end of the bench
-                    record.fail(f"{task.task_id}", exc)
-            if live:
-                log(f"ds4spec: bench peers {task.workload} {task.task_id} done")
-    finally:
+    def __init__(self, max_tokens: int, log: Callable[[str], None] = stderr_line) -> None:
+        self.max_tokens = max_tokens
+        self.records: list[SystemRuns] = []
+        self._log = log
+        self._live: list[tuple[Peer, SystemRuns]] = []
+        self._tasks = 0
+
+    def start(self, peers: Sequence[Peer], warm_up: BenchTask | None) -> None:
+        for peer in peers:
+            record = SystemRuns(peer.name, peer.family, peer.baseline)
+            self.records.append(record)
+            if _start(peer, record, warm_up, self._log):
+                self._live.append((peer, record))
+
+    def run(self, task: BenchTask) -> None:
+        self._tasks += 1
+        for peer, record in self._live:
+            try:
+                record.results[(task.workload, task.task_id)] = peer.run(task, self.max_tokens)
+            except Exception as exc:  # one bad run is a row's note, not the end of the bench
+                record.fail(f"{task.task_id}", exc)
+        if self._live:
+            self._log(f"ds4spec: bench peers {task.workload} {task.task_id} done")
+
+    def close(self) -> None:
+        live, self._live = self._live, []
         for peer, _ in live:
             _close(peer)
-    for record in records:
-        if record.failures and record.results:
-            record.reason = f"{record.failures} of {len(tasks)} runs failed; first: {record.reason}"
+        for record in self.records:
+            if record.failures and record.results:
+                record.reason = f"{record.failures} of {self._tasks} runs failed; first: {record.reason}"
+
+
+def run_peer_groups(groups: Sequence[Sequence[Peer]], tasks: Sequence[BenchTask], max_tokens: int,
+                    log: Callable[[str], None] = stderr_line) -> list[SystemRuns]:
+    """Each group loaded, run over every task and closed before the next group loads."""
+    records: list[SystemRuns] = []
+    for group in groups:
+        sitting = PeerSitting(max_tokens, log)
+        try:
+            sitting.start(group, tasks[0] if tasks else None)
+            for task in tasks:
+                sitting.run(task)
+        finally:
+            sitting.close()
+        records += sitting.records
     return records
 
 
-def _start(peer: Peer, record: SystemRuns, tasks: Sequence[BenchTask], log: Callable[[str], None]) -> bool:
+def _start(peer: Peer, record: SystemRuns, warm_up: BenchTask | None, log: Callable[[str], None]) -> bool:
     """Checks, loads and warms up one peer; False (with the reason recorded) when it cannot run."""
     try:
         reason = peer.available()
@@ -93,8 +117,8 @@ def _start(peer: Peer, record: SystemRuns, tasks: Sequence[BenchTask], log: Call
     log(f"ds4spec: loading peer {peer.name}")
     try:
         peer.load()
-        if tasks:
-            peer.run(replace(tasks[0], stop=()), WARMUP_TOKENS)
+        if warm_up is not None:
+            peer.run(replace(warm_up, stop=()), WARMUP_TOKENS)
     except Exception as exc:
         record.fail("load", exc)
         log(f"ds4spec: peer {peer.name} failed: {record.reason}")
