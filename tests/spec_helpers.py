@@ -176,16 +176,23 @@ class GarbageDrafter(RaisingDrafter):
 
 
 class TimedModel(Drafter):
-    """A model drafter whose every proposal takes ``seconds``; counts its proposals."""
+    """A model drafter whose every proposal takes ``seconds``, and reading its text ``read_per_byte`` seconds a
+    byte; counts its proposals."""
 
     name = "timed"
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, read_per_byte: float = 0.0) -> None:
         self.seconds = seconds
+        self.read_per_byte = read_per_byte
         self.proposals = 0
+        self._unread = 0
 
     def begin(self, context: DraftContext) -> None:
-        pass
+        self._unread = len(context.text or b"")
+
+    def prepare(self, source: str = "any") -> None:
+        time.sleep(self._unread * self.read_per_byte)
+        self._unread = 0
 
     def extend(self, committed: bytes) -> None:
         pass

@@ -21,7 +21,7 @@ from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.drafting import Draft, DraftContext
 from ds4spec.core.plain import GenerationRequest
-from ds4spec.policy.costs import seconds_per_token
+from ds4spec.policy.costs import measure_source
 from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy, could_pay_on
 from ds4spec.policy.probing import FIRST_PROBE_AFTER
 from ds4spec.policy.profile import VerifyProfile, measure
@@ -93,7 +93,7 @@ def run(target: LlamaTarget, profile: VerifyProfile, prompt_s: float,
     drafter = DearCatchUp(target.tokenizer.detokenize(plain.tokens), prompt_s, cycle_s)
     # What the load-time check sees: a free drafter, which could pay on any profile.
     step = profile.spans[1]
-    assert could_pay_on(profile, (seconds_per_token(drafter, "model") or 0.0) / step, DRAFT_MAX)
+    assert could_pay_on(profile, (measure_source(drafter, "model")[0] or 0.0) / step, DRAFT_MAX)
     drafter.proposals = 0
     gate = ConvincedGate(profile)
     finished, _, guard = run_spec(target, drafter, request, PROMPT, policy=gate, background=False)

@@ -19,7 +19,7 @@ from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
-from ds4spec.policy.costs import seconds_per_token, source_costs, unasked_note
+from ds4spec.policy.costs import READ_SAMPLE, measure_source, source_costs, unasked_note
 from ds4spec.policy.gate import FixedLength, GatedPolicy, could_pay_on
 from ds4spec.policy.memory import PolicyMemory
 from ds4spec.policy.profile import VerifyProfile
@@ -48,10 +48,22 @@ def test_a_free_drafter_could_pay_on_the_cpu_curve_but_not_at_a_tenth_of_a_step_
     assert not could_pay_on(CPU, 0.0, 64, alpha=0.5)
 
 
-def test_a_source_is_timed_per_drafted_token_after_a_commit() -> None:
-    model = TimedModel(0.02)
-    assert seconds_per_token(model, "model") == pytest.approx(0.02, abs=0.015)
+def test_a_source_is_timed_per_drafted_token_after_a_commit_and_per_read() -> None:
+    model = TimedModel(0.02, read_per_byte=0.0002)
+    per_token, read = measure_source(model, "model")
+    assert per_token == pytest.approx(0.02, abs=0.015)
     assert model.proposals > 1  # the fastest of several
+    assert read == pytest.approx(0.0002 * len(READ_SAMPLE), abs=0.015)
+
+
+def test_the_read_measured_at_load_is_what_triggers_charge_before_their_first_read() -> None:
+    guard = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.0, read_per_byte=0.0002)))
+    memory = PolicyMemory.measure(guard, GPU, 64)
+    model = next(c for c in memory.costs if c.source == "model")
+    assert model.read_bytes == len(READ_SAMPLE) and model.read_seconds is not None
+    assert memory.learning.reading.cost(2000) == pytest.approx(2000 * 0.0002, rel=0.5)
+    assert PolicyMemory(GPU, guard.sources).learning.reading.cost(2000) == 0.0  # unmeasured: learned in use
+    guard.close()
 
 
 def test_a_source_with_nothing_to_offer_is_not_timed() -> None:
@@ -59,7 +71,7 @@ def test_a_source_with_nothing_to_offer_is_not_timed() -> None:
         def propose(self, max_tokens: int) -> Draft:
             return NO_DRAFT
 
-    assert seconds_per_token(Mute(0.0), "model") is None
+    assert measure_source(Mute(0.0), "model")[0] is None
 
 
 def test_a_model_too_slow_for_the_profile_is_not_asked_while_lookup_always_is() -> None:

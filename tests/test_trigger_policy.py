@@ -236,6 +236,25 @@ def test_the_prompt_s_first_read_is_charged_by_the_share_of_the_answer_a_draft_w
     assert asked[2000.0] >= 4 and asked[20.0] == 0, asked
 
 
+def test_before_any_answer_s_length_is_known_the_prompt_s_read_is_spread_over_as_many_tokens_as_were_written(
+        book: RuleBook) -> None:
+    """A `ds4spec complete`, or a chat's first answer: measured on HumanEval with the default pair, the model's first
+    try at the answer's fifth token read the prompt for 18 plain steps and drafted 2 tokens. Early in an answer the
+    read is charged almost whole; an answer that has gone on long is expected to go on, and carries it."""
+    read = ReadingCosts()
+    read.observe(300, 3.0)  # what the load-time check measured: reading costs a hundredth of a step a byte
+    learning = TriggerLearning()
+    learning.reading = read
+    policy = TriggerPolicy(book, "python", 16, ("model",), learning)
+    policy.begin(DraftContext(text=b"#" * 2000))  # reading the prompt would cost 20 plain steps
+    policy.observe(0, 0, 0, 1.0, "none")
+    assert learning.answer_tokens is None
+    assert _at(policy, COMMENT) == 0  # at the answer's start: the read is not worth a first try
+    for _ in range(2000):
+        policy.observe(0, 0, 0, 1.0, "none")
+    assert _at(policy, COMMENT) == PRIOR["python.comment"]  # two thousand in: its share is a tiny part of a step
+
+
 # -- which drafter source to ask ---------------------------------------------------------------------------
 
 

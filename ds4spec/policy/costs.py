@@ -27,23 +27,33 @@ SAMPLE = (b"def total_price(items):\n    \"\"\"The sum of price times count over
           b"    result = 0\n    for item in items:\n        result += item.price * item.count\n")
 # Text committed between the timed drafts: one or two tokens each, as a cycle commits.
 COMMITS = (b"    return", b" result", b"\n\n\n", b"def", b" mean", b"(values", b"):\n")
+# Another text, read after the drafts: the first read also paid for the model's first page faults, and a model
+# drafter keeps a common prefix from its last text, which would leave nothing to read.
+READ_SAMPLE = (b"class Inventory:\n    \"\"\"Items by name, with the count of each in stock.\"\"\"\n\n"
+               b"    def __init__(self) -> None:\n        self.items: dict[str, int] = {}\n\n"
+               b"    def add(self, name: str, count: int = 1) -> None:\n"
+               b"        self.items[name] = self.items.get(name, 0) + count\n")
 
 
 @dataclass(frozen=True, slots=True)
 class SourceCost:
-    """A drafter source and its measured seconds per drafted token (None: not measured, or nothing to measure)."""
+    """A drafter source and its measured seconds per drafted token (None: not measured, or nothing to measure),
+    and the seconds it took to read ``read_bytes`` of text it had not seen (None: not measured)."""
 
     source: str
     seconds_per_token: float | None
     affordable: bool
+    read_seconds: float | None = None
+    read_bytes: int = 0
 
 
-def seconds_per_token(drafter: Drafter, source: str) -> float | None:
-    """The fastest of several drafts of one token from ``source``, each after a commit of a token or two: a
-    model's forward pass over the committed text (what every drafted token costs at least). None when the
-    source offered nothing to time."""
+def measure_source(drafter: Drafter, source: str) -> tuple[float | None, float | None]:
+    """Seconds per drafted token: the fastest of several drafts of one token from ``source``, each after a commit
+    of a token or two (a model's forward pass over the committed text: what every drafted token costs at least),
+    None when the source offered nothing to time. And seconds to read ``READ_SAMPLE`` (what a model that waited
+    its turn pays before it drafts: a policy that charges reads needs it before its first one)."""
     drafter.begin(DraftContext(text=SAMPLE))
-    drafter.prepare(source)  # reading the text is timed by nobody: a generation pays it once
+    drafter.prepare(source)
     best: float | None = None
     for piece in COMMITS:
         start = time.perf_counter()
@@ -52,7 +62,10 @@ def seconds_per_token(drafter: Drafter, source: str) -> float | None:
         elapsed = time.perf_counter() - start
         if draft.text:
             best = elapsed if best is None else min(best, elapsed)
-    return best
+    drafter.begin(DraftContext(text=READ_SAMPLE))
+    start = time.perf_counter()
+    drafter.prepare(source)
+    return best, time.perf_counter() - start
 
 
 def source_costs(drafter: Proposer, profile: VerifyProfile, draft_max: int) -> list[SourceCost]:
@@ -63,7 +76,8 @@ def source_costs(drafter: Proposer, profile: VerifyProfile, draft_max: int) -> l
         if source == "lookup" or not profile.measured:
             costs.append(SourceCost(source, None, True))
             continue
-        seconds = drafter.call_alone(lambda inner, s=source: seconds_per_token(inner, s))
+        measured = drafter.call_alone(lambda inner, s=source: measure_source(inner, s))
+        seconds, read = measured if isinstance(measured, tuple) else (None, None)
         if not isinstance(seconds, float):  # it failed, hung or had nothing: the policy learns online
             costs.append(SourceCost(source, None, True))
             continue
@@ -71,7 +85,7 @@ def source_costs(drafter: Proposer, profile: VerifyProfile, draft_max: int) -> l
         if not affordable:
             log.info("%s: %s drafts cost %.1f ms a token against a %.1f ms target step; not asked",
                      drafter.name, source, seconds * 1000, profile.spans[1] * 1000)
-        costs.append(SourceCost(source, seconds, affordable))
+        costs.append(SourceCost(source, seconds, affordable, read, len(READ_SAMPLE)))
     return costs
 
 

@@ -30,6 +30,9 @@ class PolicyMemory:
     def __post_init__(self) -> None:
         self.learning = TriggerLearning(self.profile)
         self.gate_costs = CycleCosts(self.profile)
+        for c in self.costs:  # the read measured at load: the fit's first point, until reads in use replace it
+            if c.source == "model" and c.read_seconds is not None:
+                self.learning.reading.observe(c.read_bytes, c.read_seconds)
 
     @classmethod
     def measure(cls, drafter: Proposer, profile: VerifyProfile, draft_max: int, *,

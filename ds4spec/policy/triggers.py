@@ -221,12 +221,17 @@ class TriggerPolicy(DraftPolicy):
     def _reading(self, tokens: float) -> float:
         """Seconds of the model's read charged to a cycle expected to write ``tokens``: all of reading what was
         committed since it last read, and of the prompt's first read the share of the answer's tokens left that
-        the cycle writes (that read serves every later draft of the answer; until an answer's length is known, none)."""
+        the cycle writes (that read serves every later draft of the answer). Until an answer's length is known (a
+        ``ds4spec complete``, a chat's first answer), as many tokens are expected to come as were written: a
+        first read is charged almost whole early in an answer (measured on HumanEval with the default pair: one
+        at the answer's fifth token read the prompt for 0.45 s, 18 plain steps, for a draft of 2 tokens) and
+        spread more thinly as a long answer shows itself."""
         learning = self.learning
         text = learning.reading.cost(self._unread)
-        if not self._prompt_unread or learning.answer_tokens is None:
+        if not self._prompt_unread:
             return text
-        left = max(learning.answer_tokens - learning.written, tokens)
+        expected = learning.answer_tokens if learning.answer_tokens is not None else 2.0 * learning.written
+        left = max(expected - learning.written, tokens)
         return text + (learning.reading.cost(self._prompt_unread + self._unread) - text) * min(1.0, tokens / left)
 
     def _model_could_pay(self, k: int, plain: float) -> bool:
