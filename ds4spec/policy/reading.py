@@ -19,8 +19,10 @@ class ReadingCosts:
 
     def __init__(self) -> None:
         self._w = self._x = self._y = self._xx = self._xy = 0.0
+        self._fit: tuple[float, float] | None = None  # a policy prices several lengths a cycle with one fit
 
     def observe(self, nbytes: int, seconds: float) -> None:
+        self._fit = None
         self._w = DECAY * self._w + 1
         self._x = DECAY * self._x + nbytes
         self._y = DECAY * self._y + seconds
@@ -29,6 +31,11 @@ class ReadingCosts:
 
     def fit(self) -> tuple[float, float]:
         """(fixed seconds, seconds per byte); reads of one size only give a cost proportional to the bytes."""
+        if self._fit is None:
+            self._fit = self._solve()
+        return self._fit
+
+    def _solve(self) -> tuple[float, float]:
         if self._w == 0:
             return 0.0, 0.0
         spread = self._w * self._xx - self._x * self._x
