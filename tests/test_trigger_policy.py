@@ -240,7 +240,7 @@ def test_before_any_answer_s_length_is_known_the_prompt_s_read_is_spread_over_as
         book: RuleBook) -> None:
     """A `ds4spec complete`, or a chat's first answer: measured on HumanEval with the default pair, the model's first
     try at the answer's fifth token read the prompt for 18 plain steps and drafted 2 tokens. Early in an answer the
-    read is charged almost whole; an answer that has gone on long is expected to go on, and carries it."""
+    read is charged almost whole to a cycle; an answer that has gone on long is expected to go on, and carries it."""
     read = ReadingCosts()
     read.observe(300, 3.0)  # what the load-time check measured: reading costs a hundredth of a step a byte
     learning = TriggerLearning()
@@ -249,10 +249,28 @@ def test_before_any_answer_s_length_is_known_the_prompt_s_read_is_spread_over_as
     policy.begin(DraftContext(text=b"#" * 2000))  # reading the prompt would cost 20 plain steps
     policy.observe(0, 0, 0, 1.0, "none")
     assert learning.answer_tokens is None
-    assert _at(policy, COMMENT) == 0  # at the answer's start: the read is not worth a first try
-    for _ in range(2000):
+    assert policy._reading(5) == pytest.approx(20.0)  # at the answer's start, all of it
+    for _ in range(1999):
         policy.observe(0, 0, 0, 1.0, "none")
-    assert _at(policy, COMMENT) == PRIOR["python.comment"]  # two thousand in: its share is a tiny part of a step
+    assert policy._reading(5) == pytest.approx(20.0 * 5 / 2000)  # two thousand tokens in, a tiny share
+
+
+def test_a_model_s_first_try_at_an_event_is_charged_all_it_must_read(book: RuleBook) -> None:
+    """Where the model was never asked, a try that finds it does not pay leaves its read of the prompt serving no
+    later draft: only a model whose whole read a fully accepted draft would win back gets a first try."""
+    read = ReadingCosts()
+    read.observe(300, 3.0)
+    asked = {}
+    for prompt in (100, 2000):  # reading costs 1 or 20 plain steps
+        learning = TriggerLearning()
+        learning.reading = read
+        learning.answer_tokens = 10_000.0  # earlier answers were long: shared out, the read is a tiny part of a step
+        policy = TriggerPolicy(book, "python", 16, ("model",), learning)
+        policy.begin(DraftContext(text=b"#" * prompt))
+        learning.answer_tokens = 10_000.0
+        policy.observe(0, 0, 0, 1.0, "none")
+        asked[prompt] = _at(policy, COMMENT)
+    assert asked == {100: PRIOR["python.comment"], 2000: 0}
 
 
 # -- which drafter source to ask ---------------------------------------------------------------------------

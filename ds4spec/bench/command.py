@@ -16,18 +16,16 @@ import platform
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ds4spec import __version__
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mode
-from ds4spec.bench.peer_runs import PeerSitting, SystemRuns, run_peer_groups, stderr_line
-from ds4spec.bench.peers import PEER_KEYS, SERVER_KEY, BenchTask, Peer, PeerSetup, build_peer_groups, parse_peers
-from ds4spec.bench.peers.base import TargetVocab
-from ds4spec.bench.peers.family_drafter import family_drafter
+from ds4spec.bench.peer_plan import PeerPlan
+from ds4spec.bench.peer_runs import PeerSitting, SystemRuns
+from ds4spec.bench.peers import PEER_KEYS, BenchTask, parse_peers
 from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, result_of, system_rows
 from ds4spec.bench.workloads import WORKLOADS, Task, load_tasks
 from ds4spec.core.events import CycleReport, Finished
@@ -35,10 +33,10 @@ from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.core.sampling import SamplingSettings
 from ds4spec.core.speculative import generate_speculative
 from ds4spec.core.stats import GenerationStats
-from ds4spec.engine.loading import check_settings, drafter_spec, load_target, spec_settings
+from ds4spec.engine.loading import check_settings, load_target, spec_settings
 from ds4spec.engine.options import add_model_options, add_speculation_options, settings_from_args
 from ds4spec.engine.settings import Settings
-from ds4spec.errors import Ds4Error, UsageError
+from ds4spec.errors import UsageError
 from ds4spec.policy.profile import profile_for
 
 
@@ -165,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": args.fixed,
         "peers": list(peer_keys),
     })
-    peers = _Peers(settings, peer_keys, args.peer_draft) if peer_keys else None
+    peers = PeerPlan(settings, peer_keys, args.peer_draft) if peer_keys else None
     sitting = _Sitting(settings, report, args.fixed)
     target_path = sitting.run(modes, [load_tasks(workload, args.limit) for workload in workloads],
                               None if args.peers_apart else peers)
@@ -206,7 +204,7 @@ class _Sitting:
         self.tasks: list[BenchTask] = []  # every prompt, as the peers get it
         self.peers: PeerSitting | None = None  # the peers run between ds4spec's runs, when interleaved
 
-    def run(self, modes: list[str], workloads: list[list[Task]], peers: _Peers | None) -> Path:
+    def run(self, modes: list[str], workloads: list[list[Task]], peers: PeerPlan | None) -> Path:
         """Runs every task plain and in every mode (and by every peer, when given); returns the target's file."""
         report = self.report
         with ExitStack() as stack:  # closed before any peer runs apart: one set of models in memory at a time
@@ -274,48 +272,6 @@ class _Sitting:
             tallies[mode].add_cycles([e for e in events if isinstance(e, CycleReport)])
             self.systems[mode].results[key] = result_of(spec, speculative=True)
             self.report.runs.append(_run_record(task, mode, spec, identical))
-
-
-class _Peers:
-    """The systems of ``--peers``, set up from the target's file: run between ds4spec's own runs of each prompt
-    (``interleaved``), or after them, one group at a time (``apart``)."""
-
-    def __init__(self, settings: Settings, keys: tuple[str, ...], peer_draft: str | None) -> None:
-        self.settings = settings
-        self.keys = keys
-        self.peer_draft = peer_draft
-
-    @contextmanager
-    def interleaved(self, target_path: Path, warm_up: list[BenchTask]) -> Iterator[PeerSitting]:
-        sitting = PeerSitting(self.settings.max_tokens)
-        with self._groups(target_path) as groups:
-            try:
-                for group in groups:
-                    sitting.start(group, warm_up[0] if warm_up else None)
-                yield sitting
-            finally:
-                sitting.close()
-
-    def apart(self, target_path: Path, tasks: list[BenchTask]) -> list[SystemRuns]:
-        with self._groups(target_path) as groups:
-            return run_peer_groups(groups, tasks, self.settings.max_tokens)
-
-    @contextmanager
-    def _groups(self, target_path: Path) -> Iterator[list[list[Peer]]]:
-        settings = self.settings
-        try:
-            drafter, problem = drafter_spec(settings).model, None
-        except Ds4Error as exc:  # an unknown pair: the assisted peer reports it, the others run
-            drafter, problem = None, str(exc)
-        with TargetVocab(target_path) as vocab:
-            family: Path | None = None
-            family_problem: str | None = None
-            if any(k.startswith(SERVER_KEY) for k in self.keys):  # only llama-server's draft modes take this drafter
-                family, family_problem = family_drafter(target_path, vocab.metadata.get("tokenizer.ggml.pre", ""),
-                                                        vocab.tokenizer.n_vocab, self.peer_draft)
-            setup = PeerSetup(target_path, vocab.tokenizer, settings.ctx, settings.batch, settings.threads,
-                              settings.gpu_layers, drafter, problem, family, family_problem)
-            yield build_peer_groups(self.keys, setup, stderr_line)
 
 
 def _bench_task(target: LlamaTarget, task: Task) -> BenchTask:
