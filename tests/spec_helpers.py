@@ -43,8 +43,9 @@ def run_plain(target: LlamaTarget, request: GenerationRequest) -> Finished:
 def run_spec(
     target: LlamaTarget, drafter: Drafter, request: GenerationRequest, context: bytes | DraftContext, *,
     policy: DraftPolicy | None = None, warmup: int = 0, deadline_s: float = 2.0, background: bool = True,
+    inline: bool = False,
 ) -> tuple[Finished, list[CycleReport], GuardedDrafter]:
-    guarded = GuardedDrafter(drafter, deadline_s=deadline_s, background=background)
+    guarded = GuardedDrafter(drafter, deadline_s=deadline_s, background=background, inline=inline)
     target.reset()
     if isinstance(context, bytes):
         context = DraftContext(text=context)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from ds4spec.core.drafting import Draft, DraftContext, Drafter
 from ds4spec.drafters.guard import GuardedDrafter
 
@@ -191,3 +193,63 @@ def test_settle_gives_up_at_its_deadline_while_a_call_still_runs() -> None:
     drafter.release.set()
     assert guard.settle()
     guard.close()
+
+
+class ThreadRecordingDrafter(RecordingDrafter):
+    """Records the thread of every call; ``propose`` takes ``propose_s`` seconds, or raises with ``fail``."""
+
+    def __init__(self, propose_s: float = 0.0, fail: bool = False) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+        self.propose_s, self.fail = propose_s, fail
+
+    def begin(self, context: DraftContext) -> None:
+        self.threads.add(threading.get_ident())
+        super().begin(context)
+
+    def prepare(self, source: str = "any") -> None:
+        self.threads.add(threading.get_ident())
+        super().prepare(source)
+
+    def propose(self, max_tokens: int) -> Draft:
+        self.threads.add(threading.get_ident())
+        time.sleep(self.propose_s)
+        if self.fail:
+            raise RuntimeError("drafter bug")
+        return super().propose(max_tokens)
+
+
+def test_inline_every_call_runs_on_the_callers_thread() -> None:
+    """A drafter taking turns with the target computes on the target's thread (llama.cpp's OpenMP pool is per
+    thread: a second one slows the target's later steps)."""
+    drafter = ThreadRecordingDrafter()
+    guard = GuardedDrafter(drafter, background=False, inline=True)
+    _follow(guard, [b"a", b"b"])
+    assert guard.propose(3).text == b" more"
+    assert guard.call_alone(lambda inner: inner.name) == "recording"
+    assert drafter.threads == {threading.get_ident()}
+    assert drafter.calls[:3] == [("begin", b"prompt"), ("extend", b"ab"), ("prepare", "any")]
+    guard.close()
+
+
+def test_inline_a_failing_drafter_gives_no_draft_and_is_counted() -> None:
+    guard = GuardedDrafter(ThreadRecordingDrafter(fail=True), background=False, inline=True)
+    _follow(guard, [b"x"])
+    assert guard.propose(4).text == b""
+    assert guard.failures.raised == 1 and guard.available  # a raising proposal costs that cycle's draft only
+    guard.close()
+
+
+def test_inline_a_proposal_past_its_deadline_is_dropped_and_benches_the_drafter() -> None:
+    guard = GuardedDrafter(ThreadRecordingDrafter(propose_s=0.15), deadline_s=0.05, background=False, inline=True)
+    _follow(guard, [b"x"])
+    assert guard.propose(4).text == b""
+    assert guard.failures.timed_out == 1 and not guard.available
+    guard.begin(DraftContext(text=b"next"))
+    assert guard.available
+    guard.close()
+
+
+def test_inline_and_background_exclude_each_other() -> None:
+    with pytest.raises(ValueError, match="inline"):
+        GuardedDrafter(RecordingDrafter(), background=True, inline=True)

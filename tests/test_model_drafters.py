@@ -253,25 +253,33 @@ def test_a_draft_never_contains_special_tokens_text(make: Factory, kind: str) ->
     assert stops >= 1
 
 
-@pytest.mark.parametrize("draft_threads", [1, None])
+@pytest.mark.parametrize(("draft_threads", "cores", "expected"), [
+    (1, 2, 1),  # named: as named
+    (None, 2, 2),  # no core to spare: it takes turns with the target on its thread, with the target's threads
+    (None, 8, 1),  # cores to spare: one, beside the target
+])
 def test_draft_threads_set_the_threads_of_a_torch_drafter_as_of_a_llama_one(
-        tiny_torch_dir: Path, tiny_spm_gguf: Path, draft_threads: int | None) -> None:
-    """A drafter's idle threads slow the target's next steps (docs/usage.md, --draft-threads), whatever its backend."""
+        tiny_torch_dir: Path, tiny_spm_gguf: Path, draft_threads: int | None, cores: int, expected: int,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drafter's threads follow where it runs (docs/usage.md, --draft-threads), whatever its backend."""
     from ds4spec.drafters.factory import build_drafter
-    from ds4spec.engine.loading import drafter_spec, locate_model
+    from ds4spec.engine import loading
     from ds4spec.engine.settings import Settings
 
+    monkeypatch.setattr(loading, "available_cores", lambda: cores)
     before = torch.get_num_threads()
     try:
-        expected = draft_threads or 2
         for model in (str(tiny_torch_dir), str(tiny_spm_gguf)):
-            drafter = build_drafter(drafter_spec(Settings(draft=model, draft_threads=draft_threads, threads=2)),
-                                    locate_model)
+            settings = Settings(draft=model, draft_threads=draft_threads, threads=2)
+            drafter = build_drafter(loading.drafter_spec(settings), loading.locate_model)
             assert drafter is not None
             if isinstance(drafter, TorchDrafter):
                 assert torch.get_num_threads() == expected
             else:
                 assert isinstance(drafter, LlamaDrafter) and drafter.model.n_threads == expected
             drafter.close()
+            guard = loading.load_drafter(settings)
+            assert guard is not None and guard.inline == (cores == 2) and guard.background == (cores == 8)
+            guard.close()
     finally:
         torch.set_num_threads(before)

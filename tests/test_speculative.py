@@ -7,6 +7,7 @@ allowed difference is a flip at a near-tie between batched and single-token arit
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -25,6 +26,7 @@ from spec_helpers import (
     stopped_after,
 )
 
+from ds4spec.backend import runtime
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.contracts import DraftPolicy
@@ -159,20 +161,34 @@ def test_a_model_drafts_no_more_of_its_tokens_than_the_target_needs(
     guarded.close()
 
 
+@pytest.mark.parametrize("inline", [False, True], ids=["on-its-worker", "on-the-targets-thread"])
 @pytest.mark.parametrize("policy", ["fixed4", "gated-flat", "triggers"])
 def test_greedy_output_is_unchanged_when_the_drafter_catches_up_only_when_asked(
-    target: LlamaTarget, tiny_models: dict[str, Path], policy: str
+    target: LlamaTarget, tiny_models: dict[str, Path], policy: str, inline: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Without cores to spare the drafter only records the text and reads it when asked for a draft."""
+    """Without cores to spare the drafter only records the text and reads it when asked for a draft; inline, every
+    llama.cpp call of the generation, the target's and the drafter's, runs on one thread (one OpenMP pool)."""
+    threads: set[int] = set()
+    decode = runtime.llama_cpp.llama_decode
+
+    def recorded_decode(*args: object) -> int:
+        threads.add(threading.get_ident())
+        return decode(*args)
+
+    monkeypatch.setattr(runtime.llama_cpp, "llama_decode", recorded_decode)
     accepted = 0
     for prompt in PROMPTS:
         request = _request(target, prompt, max_tokens=40)
         plain = run_plain(target, request)
         for name, drafter in _drafters(target, tiny_models, target.tokenizer.detokenize(plain.tokens)).items():
-            spec, _, guarded = run_spec(target, drafter, request, prompt, background=False,
+            threads.clear()
+            spec, _, guarded = run_spec(target, drafter, request, prompt, background=False, inline=inline,
                                         policy=POLICIES[policy](drafter, _language(prompt)))
             assert_lossless(target, request, plain, spec)
             assert guarded.failures.total == 0, name
+            if inline:
+                assert threads == {threading.get_ident()}, name
             accepted += spec.stats.accepted_tokens
             drafter.close()
     assert accepted > 0

@@ -32,7 +32,7 @@ class Settings:
     p_min: float = 0.3  # a model drafter stops when its top probability falls below this
     warmup: int = 32  # speculation starts once the context holds this many tokens (prompt included)
     draft_deadline: float = 2.0  # seconds; a drafter slower than this for one proposal is benched
-    draft_threads: int | None = 1  # CPU threads of a model drafter (llama.cpp or torch); None: the target's
+    draft_threads: int | None = None  # CPU threads of a model drafter; None: see ``loading.drafter_threads``
     cost_check: bool = True  # a drafter source whose measured cost could not pay here is not asked
     triggers: bool = True  # syntax events choose draft lengths and sources (``ds4spec.policy.triggers``)
     trigger_files: tuple[str, ...] = ()  # extra rule files or directories, after the built-in and user ones
