@@ -31,7 +31,9 @@ class DrafterSpec:
     backend: Backend = "llama"
     p_min: float = 0.3
     n_ctx: int = 4096
-    threads: int | None = 1  # a model drafter's CPU threads, llama.cpp's or torch's (see Settings.draft_threads)
+    threads: int | None = 1  # a llama.cpp drafter's CPU threads (see ``engine.loading.drafter_threads``)
+    # torch's: it keeps an OpenMP runtime of its own, whose idle threads would spin beside the target's steps
+    torch_threads: int | None = 1
     gpu_layers: int | None = None
 
 
@@ -57,13 +59,13 @@ def _model_drafter(name: str, backend: Backend, spec: DrafterSpec, locate: Locat
     if directory.is_dir():  # a Hugging Face model directory: only transformers reads it
         from ds4spec.drafters.torch_drafter import TorchDrafter
 
-        return TorchDrafter(directory, p_min=spec.p_min, n_threads=spec.threads)
+        return TorchDrafter(directory, p_min=spec.p_min, n_threads=spec.torch_threads)
     # A known model goes by its short manifest name (smollm2-135m), not by the long name inside its GGUF.
     path, known = locate(name)
     if backend == "torch":
         from ds4spec.drafters.torch_drafter import TorchDrafter
 
-        return TorchDrafter(path, p_min=spec.p_min, n_threads=spec.threads, name=known and f"torch:{known}")
+        return TorchDrafter(path, p_min=spec.p_min, n_threads=spec.torch_threads, name=known and f"torch:{known}")
     from ds4spec.drafters.llama_drafter import LlamaDrafter
 
     return LlamaDrafter(path, n_ctx=spec.n_ctx, p_min=spec.p_min, n_threads=spec.threads,

@@ -78,6 +78,7 @@ def drafter_spec(settings: Settings) -> DrafterSpec:
         p_min=settings.p_min,
         n_ctx=settings.ctx,
         threads=drafter_threads(settings),
+        torch_threads=settings.draft_threads or 1,
         gpu_layers=settings.gpu_layers,
     )
 

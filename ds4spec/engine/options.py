@@ -38,9 +38,9 @@ def add_speculation_options(parser: argparse.ArgumentParser) -> None:
                    "prompt included (default 32)")
     g.add_argument("--draft-deadline", type=float, metavar="S", help="a drafter slower than S seconds for one "
                    "draft is benched for the rest of the generation (default 2)")
-    g.add_argument("--draft-threads", type=int, metavar="N", help="CPU threads of a model drafter, llama.cpp or "
-                   "torch (default: the target's, when the drafter takes turns with the target on its thread; "
-                   "1 when there are cores to spare for it to work beside the target)")
+    g.add_argument("--draft-threads", type=int, metavar="N", help="CPU threads of a model drafter (default for "
+                   "llama.cpp: the target's, when the drafter takes turns with the target on its thread, 1 when "
+                   "there are cores to spare for it to work beside the target; for torch: 1)")
     g.add_argument("--no-cost-check", dest="cost_check", action="store_const", const=False, help="also ask a "
                    "drafter source whose cost, measured at load, says it cannot beat plain decoding here (the "
                    "policies still stop asking it once they have measured it)")
