@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from spec_helpers import run_plain, run_spec
 
+from ds4spec.backend.prompt import ChatMessage
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
@@ -29,6 +30,7 @@ from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
 from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.probing import FIRST_PROBE_AFTER
+from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ReadingCosts
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.syntax import SyntaxTracker
@@ -312,9 +314,15 @@ def test_without_a_model_lookup_misses_do_not_keep_lookup_from_its_matches(book:
     assert _at(policy, COMMENT) > 0 and policy.source == "lookup"
 
 
-def _lookup_rejected_in_new_code(book: RuleBook, cycles: int) -> TriggerLearning:
+# Verify profiles, a pass over n tokens in plain steps: memory-bound (F16 here) and compute-bound (Q4_K_M on 2 cores).
+MEMORY_BOUND = VerifyProfile({1: 1.0, 2: 1.13, 3: 1.21, 5: 1.42, 17: 2.5, 65: 7.4}, "measured")
+COMPUTE_BOUND = VerifyProfile({1: 1.0, 2: 1.96, 3: 2.61, 5: 4.51, 17: 5.98, 65: 19.0}, "measured")
+
+
+def _lookup_rejected_in_new_code(book: RuleBook, cycles: int,
+                                 profile: VerifyProfile = MEMORY_BOUND) -> TriggerLearning:
     """What a first answer of new code teaches: ``cycles`` at a comment, lookup's every draft there rejected."""
-    learning = TriggerLearning()
+    learning = TriggerLearning(profile)
     first = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     first.begin(DraftContext(text=b""))
     first.observe(0, 0, 0, 1.0, "none")
@@ -361,7 +369,8 @@ def test_where_earlier_answers_say_lookup_copies_wrong_its_first_try_in_a_new_an
     book: RuleBook,
 ) -> None:
     """HumanEval's answers are about 26 tokens: one rejected first try of the rule's 6 tokens (a comment) costs 3.5
-    plain steps there. A new answer may still copy its input, so lookup is tried, but short."""
+    plain steps there. A new answer may still copy its input, so lookup is tried, but short (blind, where a pass
+    over 3 tokens costs little more than a step)."""
     from ds4spec.policy.triggers import FIRST_TRY_SHORT
 
     learning = _lookup_rejected_in_new_code(book, 30)
@@ -540,3 +549,32 @@ def test_an_engine_generation_reports_statistics_per_event(engine: Engine) -> No
 def test_an_engine_without_rules_uses_one_gate(engine: Engine) -> None:
     ungated = Engine.assemble(engine.settings, engine.target, engine.drafter, None)
     assert isinstance(ungated.policy(engine.completion_prompt("x = 1\n")), GatedPolicy)
+
+
+def test_where_a_wrong_blind_try_is_dear_lookup_waits_until_the_answer_is_seen_copying(book: RuleBook) -> None:
+    """On a compute-bound target a rejected 2-token try costs 1.6 plain steps (HumanEval, Q4_K_M: blind first tries
+    at four events cost 5% of 26-token answers). Once the answer's last 16 bytes occur in the prompt, it copies its
+    input, and lookup is tried."""
+    from ds4spec.policy.triggers import COPY_WINDOW, FIRST_TRY_SHORT
+
+    learning = _lookup_rejected_in_new_code(book, 30, COMPUTE_BOUND)
+    prompt = b"Rename total to grand_total in:\n" + STRING + b'al"\n    return sum(xs)\n'
+    second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
+    second.begin(DraftContext(text=prompt))
+    second.extend(b"\ndef f(a, b):\n    z = 1")  # new code: no 16 bytes of it occur before
+    assert _at(second, STRING) == 0
+    second.extend(STRING[: COPY_WINDOW - 1])  # 15 bytes of a copy: not yet evidence
+    assert _at(second, STRING) == 0
+    second.extend(STRING[COPY_WINDOW - 1 : COPY_WINDOW])
+    assert _at(second, STRING) == FIRST_TRY_SHORT and second.source == "lookup"
+
+
+def test_an_answer_that_repeats_its_own_text_counts_as_copying(book: RuleBook) -> None:
+    learning = _lookup_rejected_in_new_code(book, 30, COMPUTE_BOUND)
+    second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
+    second.begin(DraftContext(messages=(ChatMessage("user", "write two tests"),)))
+    line = b"    assert total([1, 2]) == 3\n"
+    second.extend(line)
+    assert _at(second, STRING) == 0
+    second.extend(line[:16])
+    assert _at(second, STRING) > 0
