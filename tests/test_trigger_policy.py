@@ -554,8 +554,8 @@ def test_an_engine_without_rules_uses_one_gate(engine: Engine) -> None:
 def test_where_a_wrong_blind_try_is_dear_lookup_waits_until_the_answer_is_seen_copying(book: RuleBook) -> None:
     """On a compute-bound target a rejected 2-token try costs 1.6 plain steps (HumanEval, Q4_K_M: blind first tries
     at four events cost 5% of 26-token answers). Once the answer's last 16 bytes occur in the prompt, it copies its
-    input, and lookup is tried."""
-    from ds4spec.policy.triggers import COPY_WINDOW, FIRST_TRY_SHORT
+    input, and lookup is tried at the rule's length."""
+    from ds4spec.policy.triggers import COPY_WINDOW
 
     learning = _lookup_rejected_in_new_code(book, 30, COMPUTE_BOUND)
     prompt = b"Rename total to grand_total in:\n" + STRING + b'al"\n    return sum(xs)\n'
@@ -566,7 +566,10 @@ def test_where_a_wrong_blind_try_is_dear_lookup_waits_until_the_answer_is_seen_c
     second.extend(STRING[: COPY_WINDOW - 1])  # 15 bytes of a copy: not yet evidence
     assert _at(second, STRING) == 0
     second.extend(STRING[COPY_WINDOW - 1 : COPY_WINDOW])
-    assert _at(second, STRING) == FIRST_TRY_SHORT and second.source == "lookup"
+    assert _at(second, STRING) == PRIOR["python.string"] and second.source == "lookup"
+    second.extend(b"\n    z = 2")  # new text again: the next first try is no longer made
+    learning.events.pop("python.string")
+    assert _at(second, STRING) == 0
 
 
 def test_an_answer_that_repeats_its_own_text_counts_as_copying(book: RuleBook) -> None:

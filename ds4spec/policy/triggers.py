@@ -49,10 +49,10 @@ LOOKUP_MISS = 1.02
 LOOKUP_CARRIED = 2.0
 LOOKUP_EVIDENCE = 1  # lookup drafts in this generation before what they taught sets the length of first tries
 FIRST_TRY_SHORT = 2  # lookup's first try in an answer where earlier answers say its copies are wrong
-# Such a try is blind: where a wrong one costs more than this (in plain steps, the verify profile's pass over it), it
-# waits until the answer is seen copying: its last COPY_WINDOW bytes occur earlier in the prompt or the answer. On
-# HumanEval with the Q4_K_M target (a pass over 3 tokens: 2.6 steps) blind tries at four events cost 5% of 26-token
-# answers; an edit's answer shows its copy within its first five tokens.
+# Such a try is blind, and is made only where a wrong one costs at most this (in plain steps: the verify profile's
+# pass over it). On HumanEval with the Q4_K_M target (a pass over 3 tokens: 2.6 steps) blind tries at four events
+# cost 5% of 26-token answers. While the text is seen copying (its last COPY_WINDOW bytes occur earlier in the
+# prompt or the answer), a first try is no guess: it drafts the rule's length.
 BLIND_TRY_STEPS = 1.5
 COPY_WINDOW = 16
 def _nothing(tokens: float) -> float:
@@ -156,7 +156,7 @@ class TriggerPolicy(DraftPolicy):
         self._read = 0.0  # seconds the drafter spent reading before this cycle's draft
         self._copy_source = b""  # the prompt's text, where an answer that copies its input copies from
         self._answer = bytearray()
-        self._copying = False  # whether this answer was seen copying (COPY_WINDOW)
+        self._copying = False  # whether the text now repeats earlier text (COPY_WINDOW)
 
     def begin(self, context: DraftContext) -> None:
         # A chat answer is written from nothing; a completion continues its prompt text.
@@ -172,11 +172,10 @@ class TriggerPolicy(DraftPolicy):
     def extend(self, committed: bytes) -> None:
         self.tracker.extend(committed)
         self._unread += len(committed)
-        if not self._copying:
-            self._answer += committed
-            tail = bytes(self._answer[-COPY_WINDOW:])
-            self._copying = len(tail) == COPY_WINDOW and (
-                tail in self._copy_source or self._answer.find(tail, 0, len(self._answer) - 1) >= 0)
+        self._answer += committed
+        tail = bytes(self._answer[-COPY_WINDOW:])
+        self._copying = len(tail) == COPY_WINDOW and (
+            tail in self._copy_source or self._answer.find(tail, 0, len(self._answer) - 1) >= 0)
 
     def observe_reading(self, seconds: float) -> None:
         self._read = seconds
@@ -277,12 +276,15 @@ class TriggerPolicy(DraftPolicy):
         best, rate = best_length(table, learning.lookup.alpha, [n for n in table.ranked_lengths(k) if n <= k])
         if rate > 1.0 / plain:
             return min(k, best)
-        # What earlier answers taught says no, but this one may copy its input: a short try finds out, blind where
-        # a wrong one is cheap, else once the text shows the answer copying.
+        # What earlier answers taught says no, but this one may copy its input: where the text shows it doing so,
+        # the rule's length; else, before lookup drafted in this answer, a short try finds out where a wrong one is
+        # cheap.
+        if self._copying:
+            return k
         if learning.lookup_drafts >= LOOKUP_EVIDENCE:
             return 0
         short = min(k, FIRST_TRY_SHORT)
-        return short if self._copying or table.profile.ratio(short) <= BLIND_TRY_STEPS else 0
+        return short if table.profile.ratio(short) <= BLIND_TRY_STEPS else 0
 
     @staticmethod
     def _ask(sources: list[str]) -> str:
