@@ -267,8 +267,9 @@ class TriggerPolicy(DraftPolicy):
         """The length of lookup's first draft at an event: the rule's, but no longer than what lookup's drafts say
         pays, and where nothing does, none once it drafted in this answer (its copies of new code are wrong: on
         HumanEval with the Q4_K_M target, first tries of 2 to 6 tokens at five events cost 6% of the time), and a
-        short one before (this answer may copy its input where the earlier ones did not). A model's first try keeps
-        the rule's length: what it is worth depends on the event."""
+        short one before (this answer may copy its input where the earlier ones did not) where a wrong one is cheap;
+        but the rule's length while the text is seen copying. A model's first try keeps the rule's length: what it
+        is worth depends on the event."""
         learning = self.learning
         if untried != ["lookup"] or not learning.lookup_taught:
             return k
