@@ -270,7 +270,7 @@ def test_draft_threads_follow_where_the_drafter_runs(
     before = torch.get_num_threads()
     try:
         for model in (str(tiny_torch_dir), str(tiny_spm_gguf)):
-            settings = Settings(draft=model, draft_threads=draft_threads, threads=2)
+            settings = Settings(draft=model, draft_threads=draft_threads, threads=2, gpu_layers=0)
             drafter = build_drafter(loading.drafter_spec(settings), loading.locate_model)
             assert drafter is not None
             if isinstance(drafter, TorchDrafter):  # its own OpenMP runtime: one thread unless named
