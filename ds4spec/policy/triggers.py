@@ -155,8 +155,7 @@ class TriggerPolicy(DraftPolicy):
         self._unread_asked = (0, 0)  # both, when the model was last asked
         self._read = 0.0  # seconds the drafter spent reading before this cycle's draft
         self._copy_source = b""  # the prompt's text, where an answer that copies its input copies from
-        self._answer = bytearray()
-        self._copying = False  # whether the text now repeats earlier text (COPY_WINDOW)
+        self._answer = bytearray()  # this answer's text, for ``_copying``
 
     def begin(self, context: DraftContext) -> None:
         # A chat answer is written from nothing; a completion continues its prompt text.
@@ -167,15 +166,11 @@ class TriggerPolicy(DraftPolicy):
         self._prompt_unread = len(self._copy_source)
         self._unread = 0
         self._answer.clear()
-        self._copying = False
 
     def extend(self, committed: bytes) -> None:
         self.tracker.extend(committed)
         self._unread += len(committed)
         self._answer += committed
-        tail = bytes(self._answer[-COPY_WINDOW:])
-        self._copying = len(tail) == COPY_WINDOW and (
-            tail in self._copy_source or self._answer.find(tail, 0, len(self._answer) - 1) >= 0)
 
     def observe_reading(self, seconds: float) -> None:
         self._read = seconds
@@ -280,12 +275,19 @@ class TriggerPolicy(DraftPolicy):
         # What earlier answers taught says no, but this one may copy its input: where the text shows it doing so,
         # the rule's length; else, before lookup drafted in this answer, a short try finds out where a wrong one is
         # cheap.
-        if self._copying:
+        if self._copying():
             return k
         if learning.lookup_drafts >= LOOKUP_EVIDENCE:
             return 0
         short = min(k, FIRST_TRY_SHORT)
         return short if table.profile.ratio(short) <= BLIND_TRY_STEPS else 0
+
+    def _copying(self) -> bool:
+        """Whether the text now repeats earlier text: its last ``COPY_WINDOW`` bytes occur in the prompt or earlier
+        in the answer (asked only at a first try, not every cycle)."""
+        tail = bytes(self._answer[-COPY_WINDOW:])
+        return len(tail) == COPY_WINDOW and (
+            tail in self._copy_source or self._answer.find(tail, 0, len(self._answer) - 1) >= 0)
 
     @staticmethod
     def _ask(sources: list[str]) -> str:
