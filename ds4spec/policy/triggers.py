@@ -161,9 +161,9 @@ class TriggerPolicy(DraftPolicy):
         # A chat answer is written from nothing; a completion continues its prompt text.
         self.tracker.begin(context.text if context.text is not None else b"")
         self.learning.new_generation()
-        self._copy_source = context.text if context.text is not None else b"\n".join(
-            m.content.encode() for m in context.messages or ())
-        self._prompt_unread = len(self._copy_source)
+        messages = [m.content.encode() for m in context.messages or ()]
+        self._copy_source = context.text if context.text is not None else b"\n".join(messages)
+        self._prompt_unread = len(context.text) if context.text is not None else sum(map(len, messages))
         self._unread = 0
         self._answer.clear()
 
