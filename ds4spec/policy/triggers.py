@@ -1,16 +1,15 @@
 """Triggers: the syntax event at the end of the text chooses the draft length and the drafter source.
 
-Each cycle the tracker names the event (``python.newline``, ``markdown.prose``, ...). Its rule gives the
-prior: the length to try first and which drafter to ask (lookup, model, or hybrid: lookup when it has a
-match, else the model). Data then moves it: the policy keeps ``alpha`` (the chance a drafted token is accepted
-given the ones before were) per event for the model, and for lookup once for all events, with per event how often
-lookup has a match at all; and per source and length the measured wall time of whole cycles (shared by all events:
-a cycle's cost does not depend on the syntax). Whether lookup's copy is right depends on whether the answer copies
-its input (an edited file, a quoted passage), which holds across the syntax of one answer; learned per event, its
-acceptance was split into small samples and its drafts stayed short (measured on the F16 pair's edits: 2.39x
-against 3.34x for lookup alone, whose one gate learned from all its drafts). What the text shows does matter: lookup's
-acceptance is learned apart for cycles where the text is copying (its last bytes occur earlier) and for the rest
-(``LookupAcceptance``). A lookup miss costs nothing, so where
+Each cycle the tracker names the event (``python.newline``, ``markdown.prose``, ...). Its rule gives the prior: the
+length to try first and which drafter to ask (lookup, model, or hybrid: lookup when it has a match, else the model).
+Data then moves it: the policy keeps ``alpha`` (the chance a drafted token is accepted given the ones before were)
+per event for the model, and for lookup once for all events, with per event how often lookup has a match at all; and
+per source and length the measured wall time of whole cycles (shared by all events: a cycle's cost does not depend
+on the syntax). Whether lookup's copy is right depends on whether the answer copies its input (an edited file, a
+quoted passage), which holds across the syntax of one answer; learned per event, its acceptance was split into small
+samples and its drafts stayed short (measured on the F16 pair's edits: 2.39x against 3.34x for lookup alone, whose
+one gate learned from all its drafts). What does matter is whether the text is copying earlier text at the moment:
+lookup's acceptance is learned apart there (``ds4spec.policy.copying``). A lookup miss costs nothing, so where
 lookup and the model compete, lookup is worth its match rate times its rate when it matches, plus a plain step's
 rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
 (``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one length
@@ -26,6 +25,7 @@ from __future__ import annotations
 
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
+from ds4spec.policy.copying import CopyWatch, LookupAcceptance
 from ds4spec.policy.gate import (
     CARRIED_TRIALS,
     AcceptanceModel,
@@ -44,32 +44,14 @@ SOURCES = ("lookup", "model")
 # lookup that almost never matches at an event would still win there by a hair over plain decoding (its misses are
 # plain steps) and keep a model that pays from being asked again.
 LOOKUP_MISS = 1.02
-# Whether lookup's copies are right is a property of the answer (does it copy its input?), so what its drafts taught
-# weighs this many drafts in the next generation, and first tries follow its drafts in this answer only: carried
-# over for longer, HumanEval's wrong copies kept the next edits from lookup's first tries (Q4_K_M edits: triggers
-# 1.66x against lookup's 1.88x in one run).
-LOOKUP_CARRIED = 2.0
-# While the text is copying (its last COPY_WINDOW bytes occur earlier in the prompt or the answer), lookup's next
-# draft continues that copy, and whether it is right hardly depends on the answer: measured by replaying lookup
-# over the target's own answers to 51 prompts not in the bench (Q4_K_M, 16-token drafts), alpha 0.94 to 0.96 there
-# on edits and on HumanEval alike, against 0.90 on edits and 0.37 on HumanEval and prose for the other cycles.
-# One alpha for both, two wrong drafts at an edit's changed line in an answer after HumanEval took lookup out for
-# dozens of cycles of the copy (Q4_K_M files: triggers 1.77x against lookup's 2.04x in one run).
-COPYING_CARRIED = 6.0
-COPYING_PRIOR = 0.9  # before any draft while copying, what that replay measured, lightly held
-# A plain step while the text is copying still teaches: the bytes the copy says come next are checked against what
-# the target wrote, a one-token draft of lookup's that cost nothing. Without it, once two wrong drafts at an edit had
-# taken lookup out, only probes (after 8, 16, 32 cycles) could bring it back, and the rest of a copied docstring went
-# by in plain steps (Q4_K_M edits: 79 cycles for 95 tokens, lookup alone 16).
-SHADOW_BYTES = 8
 LOOKUP_EVIDENCE = 1  # lookup drafts in this generation before what they taught sets the length of first tries
 FIRST_TRY_SHORT = 2  # lookup's first try in an answer where earlier answers say its copies are wrong
 # Such a try is blind, and is made only where a wrong one costs at most this (in plain steps: the verify profile's
 # pass over it). On HumanEval with the Q4_K_M target (a pass over 3 tokens: 2.6 steps) blind tries at four events
-# cost 5% of 26-token answers. While the text is seen copying (its last COPY_WINDOW bytes occur earlier in the
-# prompt or the answer), a first try is no guess: it drafts the rule's length.
+# cost 5% of 26-token answers. While the text is seen copying (``ds4spec.policy.copying``), a first try is no guess.
 BLIND_TRY_STEPS = 1.5
-COPY_WINDOW = 16
+
+
 def _nothing(tokens: float) -> float:
     return 0.0
 
@@ -101,21 +83,6 @@ class SourceCosts:
         self.tables[source].observe(k, seconds)
         for table in self.tables.values():
             table.generation_started()
-
-
-class LookupAcceptance:
-    """Lookup's acceptance, at every event: apart while the text is copying and otherwise."""
-
-    def __init__(self) -> None:
-        self.copying = AcceptanceModel(COPYING_PRIOR)
-        self.fresh = AcceptanceModel()
-
-    def model(self, copying: bool) -> AcceptanceModel:
-        return self.copying if copying else self.fresh
-
-    def carry_over(self) -> None:
-        self.copying.carry_over(COPYING_CARRIED)
-        self.fresh.carry_over(LOOKUP_CARRIED)
 
 
 class EventModel:
@@ -184,29 +151,21 @@ class TriggerPolicy(DraftPolicy):
         self._unread = 0  # bytes committed since the model last read
         self._unread_asked = (0, 0)  # both, when the model was last asked
         self._read = 0.0  # seconds the drafter spent reading before this cycle's draft
-        self._copy_source = b""  # the prompt's text, where an answer that copies its input copies from
-        self._answer = bytearray()  # this answer's text, for ``_copying``
-        self._copy = False  # whether the text was copying when this cycle's length was chosen
-        self._shadow = b""  # at a plain step while copying: what the copy says comes next
+        self.copies = CopyWatch(self.learning.lookup)
 
     def begin(self, context: DraftContext) -> None:
         # A chat answer is written from nothing; a completion continues its prompt text.
         self.tracker.begin(context.text if context.text is not None else b"")
         self.learning.new_generation()
-        messages = [m.content.encode() for m in context.messages or ()]
-        self._copy_source = context.text if context.text is not None else b"\n".join(messages)
-        self._prompt_unread = len(context.text) if context.text is not None else sum(map(len, messages))
+        self.copies.begin(context)
+        messages = context.messages or ()
+        self._prompt_unread = len(context.text or b"") + sum(len(m.content.encode()) for m in messages)
         self._unread = 0
-        self._answer.clear()
 
     def extend(self, committed: bytes) -> None:
-        if self._shadow and committed:
-            n = min(len(committed), len(self._shadow))
-            self.learning.lookup.copying.observe(1, int(committed[:n] == self._shadow[:n]))
-        self._shadow = b""
+        self.copies.extend(committed)
         self.tracker.extend(committed)
         self._unread += len(committed)
-        self._answer += committed
 
     def observe_reading(self, seconds: float) -> None:
         self._read = seconds
@@ -216,10 +175,10 @@ class TriggerPolicy(DraftPolicy):
         self.event = f"{family.name}.{event}"
         model = self._current = self.learning.model(self.event, family.rule(event))
         self._unread_asked = (self._prompt_unread, self._unread)
-        self._copy, self._shadow = self._copying()
+        self.copies.look()
         k, self.source = self._choose(model)
         if k:
-            self._shadow = b""
+            self.copies.drafting()
         self._asked = self.source
         return k
 
@@ -237,7 +196,7 @@ class TriggerPolicy(DraftPolicy):
                 best_rate, best = rate, (k, source)
         untried = [s for s in allowed if model.attempts[s] == 0]
         if "model" in untried and not self._model_could_pay(min(model.rule.length, self.draft_max), plain):
-            untried.remove("model")  # its read of what it has not seen costs more than a whole accepted draft wins
+            untried.remove("model")  # its read of what it has not seen costs more than its drafts are expected to win
         if model.rule.length > 0 and untried and best[0] == 0:
             # The rule's prior, tried first, where no source tried here pays yet. Where one does, trying another
             # costs what that one would have won, and more for a model that must first read all the text copied
@@ -285,12 +244,15 @@ class TriggerPolicy(DraftPolicy):
         return text + (learning.reading.cost(self._prompt_unread + self._unread) - text) * min(1.0, tokens / left)
 
     def _model_could_pay(self, k: int, plain: float) -> bool:
-        """Whether a model's first try here, a draft of ``k`` tokens all accepted, would beat a plain step with all it
-        must read first charged to it. A try that finds the model does not pay here leaves its read of the prompt
-        serving no later draft (measured on the F16 pair's HumanEval, interleaved with llama.cpp: first tries read
-        the prompt for 0.4 s, 8 plain steps, and the triggers ran at 0.85x to 0.89x against lookup's 0.99x)."""
-        read = self.learning.reading.cost(self._prompt_unread + self._unread)
-        return (k + 1) / (self.learning.costs.tables["model"].cost(k) + read) > 1.0 / plain
+        """Whether a model's first try here, a draft of ``k`` tokens all accepted, would beat a plain step with its
+        read charged as every model draft's is (``_reading``: of the prompt's first read, the share of the answer
+        left that the draft writes).
+
+        Its whole read charged to one draft of ``k`` tokens all accepted (before the drafter read on the target's
+        thread, a prompt's read took 0.4 s, 8 plain steps, and first tries that found no gain wasted it), no first
+        try ever passed in an answer of a few dozen tokens: on the F16 pair's HumanEval, where the model paid in one
+        run (``pair`` 1.11x), the triggers never asked it (0.98x)."""
+        return (k + 1) / (self.learning.costs.tables["model"].cost(k) + self._reading(k + 1)) > 1.0 / plain
 
     def _lookup_would_win(self, model: EventModel, rate: float) -> bool:
         """Whether lookup's drafts in this answer, where it has a match, are expected to beat ``rate`` here."""
@@ -308,34 +270,19 @@ class TriggerPolicy(DraftPolicy):
         if untried != ["lookup"] or not learning.lookup_taught:
             return k
         table = learning.costs.tables["lookup"]
-        alpha = learning.lookup.model(self._copy).alpha
+        alpha = learning.lookup.model(self.copies.copying).alpha
         best, rate = best_length(table, alpha, [n for n in table.ranked_lengths(k) if n <= k])
         if rate > 1.0 / plain:
             return min(k, best)
         # What earlier answers taught says no, but this one may copy its input: where the text shows it doing so,
         # the rule's length; else, before lookup drafted in this answer, a short try finds out where a wrong one is
         # cheap.
-        if self._copy:
+        if self.copies.copying:
             return k
         if learning.lookup_drafts >= LOOKUP_EVIDENCE:
             return 0
         short = min(k, FIRST_TRY_SHORT)
         return short if table.profile.ratio(short) <= BLIND_TRY_STEPS else 0
-
-    def _copying(self) -> tuple[bool, bytes]:
-        """Whether the text now repeats earlier text (its last ``COPY_WINDOW`` bytes occur in the prompt or earlier
-        in the answer: a search of a few kilobytes a cycle, microseconds), and the bytes that followed there."""
-        answer = self._answer
-        tail = bytes(answer[-COPY_WINDOW:])
-        if len(tail) < COPY_WINDOW:
-            return False, b""
-        if (at := self._copy_source.find(tail)) >= 0:
-            end = at + COPY_WINDOW
-            return True, self._copy_source[end : end + SHADOW_BYTES]
-        if (at := answer.find(tail, 0, len(answer) - 1)) >= 0:
-            end = at + COPY_WINDOW
-            return True, bytes(answer[end : end + SHADOW_BYTES])
-        return False, b""
 
     @staticmethod
     def _ask(sources: list[str]) -> str:
@@ -344,7 +291,7 @@ class TriggerPolicy(DraftPolicy):
 
     def _promise(self, model: EventModel, source: str) -> float:
         """What a probe of ``source`` here may find: its acceptance, lookup's only where it has matches."""
-        alpha = self.learning.alpha(model, source, self._copy)
+        alpha = self.learning.alpha(model, source, self.copies.copying)
         return alpha * model.matches.alpha if source == "lookup" and "model" in self.sources else alpha
 
     def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:
@@ -361,7 +308,7 @@ class TriggerPolicy(DraftPolicy):
         """The measured length with the best expected rate; while the longest measured one is the best, the next
         longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
-        alpha = self.learning.alpha(model, source, self._copy)
+        alpha = self.learning.alpha(model, source, self.copies.copying)
         extra = self._reading if source == "model" else _nothing
         if table.profile.measured:  # every length's cost is known well enough: no need to climb
             return best_length(table, alpha, table.ranked_lengths(self.draft_max), extra)
@@ -408,7 +355,7 @@ class TriggerPolicy(DraftPolicy):
             return
         model.attempts[source] += 1
         if source == "lookup":
-            self.learning.lookup.model(self._copy).observe(drafted, accepted)
+            self.learning.lookup.model(self.copies.copying).observe(drafted, accepted)
             self.learning.lookup_drafts += 1
             self.learning.lookup_taught = True
         else:
