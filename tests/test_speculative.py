@@ -39,6 +39,7 @@ from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
+from ds4spec.policy.copying import LookupAcceptance, LookupGate
 from ds4spec.policy.gate import CycleCosts, FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook, load_rulebook
@@ -64,6 +65,8 @@ POLICIES: dict[str, Callable[[Drafter, str], DraftPolicy]] = {
     # A hybrid whose model could not pay here (ds4spec.policy.costs): only its lookup half is asked.
     "gated-lookup-only": lambda drafter, language: GatedPolicy(8, CycleCosts(FLAT_PROFILE), source="lookup"),
     "triggers-lookup-only": lambda drafter, language: TriggerPolicy(_rule_book(), language, 8, ("lookup",)),
+    # Lookup alone: its acceptance apart while the text copies, plain steps there scored against the copy.
+    "lookup-gate": lambda drafter, language: LookupGate(8, CycleCosts(FLAT_PROFILE), LookupAcceptance(), "lookup"),
 }
 OTHER = {"bpe": "spm", "spm": "bpe"}
 FLAT_PROFILE = VerifyProfile({1: 1.0, 16: 1.2, 64: 1.6}, "measured")
@@ -113,7 +116,7 @@ def test_greedy_speculative_output_equals_plain_for_every_drafter_and_policy(
             # Every policy with the oracle (it exercises acceptance); the others with a fixed one, the gate and
             # the triggers (which ask a hybrid drafter's lookup or model half by name).
             policies = POLICIES if name == "oracle" else ["fixed4", "gated", "gated-flat", "triggers",
-                                                          "gated-lookup-only", "triggers-lookup-only"]
+                                                          "gated-lookup-only", "triggers-lookup-only", "lookup-gate"]
             for policy in policies:
                 spec, _, guarded = run_spec(target, drafter, request, prompt,
                                             policy=POLICIES[policy](drafter, _language(prompt)))

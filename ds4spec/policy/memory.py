@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ds4spec.core.contracts import DraftPolicy, Proposer
+from ds4spec.policy.copying import LookupAcceptance, LookupGate
 from ds4spec.policy.costs import SourceCost, source_costs
 from ds4spec.policy.gate import AcceptanceModel, CycleCosts, FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
@@ -26,6 +27,7 @@ class PolicyMemory:
     learning: TriggerLearning = field(init=False)  # what triggers learned: per event, per source
     gate_costs: CycleCosts = field(init=False)  # what the gate learned
     gate_acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
+    gate_lookup: LookupAcceptance = field(default_factory=LookupAcceptance)  # the gate's, for lookup alone
 
     def __post_init__(self) -> None:
         self.learning = TriggerLearning(self.profile)
@@ -56,5 +58,7 @@ class PolicyMemory:
         if rules is not None:
             return TriggerPolicy(rules, language, draft_max, sources, self.learning)
         source = "any" if sources == self.drafter_sources else sources[0]
+        if sources == ("lookup",):
+            return LookupGate(draft_max, self.gate_costs, self.gate_lookup, source)
         return GatedPolicy(draft_max, self.gate_costs, self.gate_acceptance, source=source,
                            model_misses="model" in sources)
