@@ -257,25 +257,22 @@ def test_before_any_answer_s_length_is_known_the_prompt_s_read_is_spread_over_as
     assert policy._reading(5) == pytest.approx(20.0 * 5 / 2000)  # two thousand tokens in, a tiny share
 
 
-@pytest.mark.parametrize(("answer_tokens", "prompt", "tried"), [
-    (10_000.0, 100, True), (10_000.0, 2000, True),  # long answers: a read of 1 or 20 steps is a small share
-    (20.0, 100, True), (20.0, 2000, False),  # short ones: 20 steps is more than a whole accepted draft wins
-])
-def test_a_model_s_first_try_at_an_event_is_charged_its_read_as_any_draft_is(
-    book: RuleBook, answer_tokens: float, prompt: int, tried: bool
-) -> None:
-    """The prompt's read serves every later draft of the answer: a first try is charged the share of the answer it
-    writes, as every model draft is. Charged the whole read, no first try ever passed in HumanEval's answers of a
-    few dozen tokens on the F16 pair, where the model paid (``pair`` 1.11x, the triggers 0.98x)."""
+def test_a_model_s_first_try_at_an_event_is_charged_all_it_must_read(book: RuleBook) -> None:
+    """Where the model was never asked, a try that finds it does not pay leaves its read of the prompt serving no
+    later draft: only a model whose whole read a fully accepted draft would win back gets a first try."""
     read = ReadingCosts()
-    read.observe(300, 3.0)  # reading costs a hundredth of a step a byte
-    learning = TriggerLearning()
-    learning.reading = read
-    policy = TriggerPolicy(book, "python", 16, ("model",), learning)
-    policy.begin(DraftContext(text=b"#" * prompt))
-    learning.answer_tokens = answer_tokens
-    policy.observe(0, 0, 0, 1.0, "none")
-    assert _at(policy, COMMENT) == (PRIOR["python.comment"] if tried else 0)
+    read.observe(300, 3.0)
+    asked = {}
+    for prompt in (100, 2000):  # reading costs 1 or 20 plain steps
+        learning = TriggerLearning()
+        learning.reading = read
+        learning.answer_tokens = 10_000.0  # earlier answers were long: shared out, the read is a tiny part of a step
+        policy = TriggerPolicy(book, "python", 16, ("model",), learning)
+        policy.begin(DraftContext(text=b"#" * prompt))
+        learning.answer_tokens = 10_000.0
+        policy.observe(0, 0, 0, 1.0, "none")
+        asked[prompt] = _at(policy, COMMENT)
+    assert asked == {100: PRIOR["python.comment"], 2000: 0}
 
 
 # -- which drafter source to ask ---------------------------------------------------------------------------
