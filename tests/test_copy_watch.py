@@ -31,9 +31,11 @@ def _watch(answer: bytes, prompt: bytes = FILE) -> CopyWatch:
     (FILE[:COPY_WINDOW], True),  # the prompt's text
     (b"```python\n" + FILE[:40], True),
     (b"def total(prices):\n    return", False),  # new text
-    (b"x = compute(a, b) + 1\n" * 2, True),  # the answer repeating itself
+    # The answer repeating itself: lookup's drafts there were right with alpha 0.61 to 0.74, against 0.96 in a copy
+    # of the prompt (scripts/lookup_replay.py), and one drew a rejected 15-token draft on HumanEval.
+    (b"x = compute(a, b) + 1\n" * 2, False),
 ])
-def test_the_text_is_copying_when_its_last_bytes_occur_earlier(answer: bytes, copying: bool) -> None:
+def test_the_text_is_copying_when_its_last_bytes_occur_in_the_prompt(answer: bytes, copying: bool) -> None:
     assert _watch(answer).look() is copying
 
 

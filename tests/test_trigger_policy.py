@@ -573,7 +573,9 @@ def test_where_a_wrong_blind_try_is_dear_lookup_waits_until_the_answer_is_seen_c
     assert _at(second, STRING) == 0
 
 
-def test_an_answer_that_repeats_its_own_text_counts_as_copying(book: RuleBook) -> None:
+def test_an_answer_that_repeats_its_own_text_is_not_copying_its_input(book: RuleBook) -> None:
+    """Lookup's drafts where an answer repeats itself were right with alpha 0.61 to 0.74, against 0.96 in a copy of
+    the prompt (scripts/lookup_replay.py): no grounds for a first try on a compute-bound target."""
     learning = _lookup_rejected_in_new_code(book, 30, COMPUTE_BOUND)
     second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     second.begin(DraftContext(messages=(ChatMessage("user", "write two tests"),)))
@@ -581,7 +583,7 @@ def test_an_answer_that_repeats_its_own_text_counts_as_copying(book: RuleBook) -
     second.extend(line)
     assert _at(second, STRING) == 0
     second.extend(line[:16])
-    assert _at(second, STRING) > 0
+    assert _at(second, STRING) == 0 and not second.copies.copying
 
 
 # An edited file as a chat prompt has it: what an answer that copies its input repeats.

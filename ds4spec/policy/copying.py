@@ -1,12 +1,13 @@
-"""Whether the text is copying earlier text, and what lookup's drafts are worth there and elsewhere.
+"""Whether the text is copying its prompt, and what lookup's drafts are worth there and elsewhere.
 
-While the text's last ``COPY_WINDOW`` bytes occur earlier (in the prompt or the answer), lookup's next draft goes on
-with that copy, and whether it is right hardly depends on the answer. Replayed over the target's own answers to 51
-prompts not in the bench (Q4_K_M, 16-token drafts), lookup's drafts had alpha 0.94 to 0.96 while the text copied, on
-edits and on HumanEval alike, against 0.90 on edits and 0.37 on HumanEval and prose elsewhere. So lookup's acceptance
-is learned apart for the two (``LookupAcceptance``). Learned as one, two wrong drafts at an edit's changed line, in
-an answer after HumanEval, took lookup out for dozens of cycles of the copy (Q4_K_M files: triggers 1.77x against
-lookup's 2.04x in one run).
+While the text's last ``COPY_WINDOW`` bytes occur in the prompt, lookup's next draft goes on with that copy, and
+whether it is right hardly depends on the answer. Replayed over the target's own answers to 51 prompts not in the
+bench (Q4_K_M, 16-token drafts, ``scripts/lookup_replay.py``), lookup's drafts had alpha 0.96 there on edits and on
+HumanEval alike, against 0.93 on edits and 0.45 on HumanEval and prose elsewhere. Where the answer repeats its own
+earlier text instead, alpha was 0.61 to 0.74: counted as copying, one such repeat in a HumanEval answer drew a
+rejected 15-token draft, 3.5 plain steps lost (Q4_K_M). So lookup's acceptance is learned apart for the two
+(``LookupAcceptance``). Learned as one, two wrong drafts at an edit's changed line, in an answer after HumanEval,
+took lookup out for dozens of cycles of the copy (Q4_K_M files: triggers 1.77x against lookup's 2.04x in one run).
 
 A plain step while the text is copying still teaches (``CopyWatch.extend``): the bytes the copy says come next are
 checked against what the target wrote, a one-token draft of lookup's that cost nothing. Without it, once wrong drafts
@@ -19,7 +20,7 @@ from __future__ import annotations
 from ds4spec.core.drafting import DraftContext
 from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy
 
-COPY_WINDOW = 16  # bytes; 8 also matched HumanEval's new code often (alpha 0.33 there), 12 did as well as 16
+COPY_WINDOW = 16  # bytes; with 8, HumanEval's new code matched often and wrongly (alpha 0.33), 12 did as well as 16
 SHADOW_BYTES = 8  # of the copy's continuation, checked against a plain step's token
 COPYING_PRIOR = 0.9  # before any draft while copying: what the replay measured, lightly held
 # Carried into the next generation, as this many drafts: while copying, alpha is a property of lookup, so it is held
@@ -53,7 +54,7 @@ class LookupAcceptance:
 
 
 class CopyWatch:
-    """Follows one answer: whether its end repeats earlier text (``look``, a search of a few kilobytes: microseconds),
+    """Follows one answer: whether its end repeats the prompt (``look``, a search of a few kilobytes: microseconds),
     and, after a plain step decided while it did, whether the target wrote what the copy said (``extend``)."""
 
     def __init__(self, acceptance: LookupAcceptance) -> None:
@@ -69,16 +70,11 @@ class CopyWatch:
         self.copying, self._next = False, b""
 
     def look(self) -> bool:
-        """Whether the text now repeats earlier text; remembers what followed there, for ``extend``."""
-        answer = self._answer
-        tail = bytes(answer[-COPY_WINDOW:])
-        self.copying, self._next = False, b""
-        if len(tail) < COPY_WINDOW:
-            return False
-        if (at := self._source.find(tail)) >= 0:
-            self.copying, self._next = True, self._source[at + COPY_WINDOW : at + COPY_WINDOW + SHADOW_BYTES]
-        elif (at := answer.find(tail, 0, len(answer) - 1)) >= 0:
-            self.copying, self._next = True, bytes(answer[at + COPY_WINDOW : at + COPY_WINDOW + SHADOW_BYTES])
+        """Whether the text now repeats the prompt; remembers what followed there, for ``extend``."""
+        tail = bytes(self._answer[-COPY_WINDOW:])
+        at = self._source.find(tail) if len(tail) == COPY_WINDOW else -1
+        self.copying = at >= 0
+        self._next = self._source[at + COPY_WINDOW : at + COPY_WINDOW + SHADOW_BYTES] if self.copying else b""
         return self.copying
 
     def drafting(self) -> None:
