@@ -61,18 +61,17 @@ class CopyWatch:
         self.acceptance = acceptance
         self.copying = False  # at the last ``look``
         self._source = b""
-        self._answer = bytearray()
+        self._tail = b""  # the answer's last COPY_WINDOW bytes
         self._next = b""  # what the copy says comes next, while a plain step is pending
 
     def begin(self, context: DraftContext) -> None:
         self._source = copy_source(context)
-        self._answer.clear()
+        self._tail = b""
         self.copying, self._next = False, b""
 
     def look(self) -> bool:
         """Whether the text now repeats the prompt; remembers what followed there, for ``extend``."""
-        tail = bytes(self._answer[-COPY_WINDOW:])
-        at = self._source.find(tail) if len(tail) == COPY_WINDOW else -1
+        at = self._source.find(self._tail) if len(self._tail) == COPY_WINDOW else -1
         self.copying = at >= 0
         self._next = self._source[at + COPY_WINDOW : at + COPY_WINDOW + SHADOW_BYTES] if self.copying else b""
         return self.copying
@@ -87,7 +86,7 @@ class CopyWatch:
             n = min(len(committed), len(self._next))
             self.acceptance.copying.observe(1, int(committed[:n] == self._next[:n]))
         self._next = b""
-        self._answer += committed
+        self._tail = (self._tail + committed)[-COPY_WINDOW:]
 
 
 class LookupGate(GatedPolicy):

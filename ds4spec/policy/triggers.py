@@ -8,7 +8,7 @@ per source and length the measured wall time of whole cycles (shared by all even
 on the syntax). Whether lookup's copy is right depends on whether the answer copies its input (an edited file, a
 quoted passage), which holds across the syntax of one answer; learned per event, its acceptance was split into small
 samples and its drafts stayed short (measured on the F16 pair's edits: 2.39x against 3.34x for lookup alone, whose
-one gate learned from all its drafts). What does matter is whether the text is copying earlier text at the moment:
+one gate learned from all its drafts). What does matter is whether the text is copying its prompt at the moment:
 lookup's acceptance is learned apart there (``ds4spec.policy.copying``). A lookup miss costs nothing, so where
 lookup and the model compete, lookup is worth its match rate times its rate when it matches, plus a plain step's
 rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
@@ -249,7 +249,7 @@ class TriggerPolicy(DraftPolicy):
         serving no later draft (measured on the F16 pair's HumanEval, interleaved with llama.cpp: first tries read
         the prompt for 0.4 s, 8 plain steps, and the triggers ran at 0.85x to 0.89x against lookup's 0.99x). Tried
         with only the share of the answer charged, as for later drafts, the model was asked there and accepted 51% to
-        60%, and the triggers ran at 0.95x and 0.98x, against 0.97x and 0.98x without (run 18): no gain to keep."""
+        60%, and the triggers ran at 0.95x and 0.98x in two runs, against 0.97x and 0.98x without: no gain to keep."""
         read = self.learning.reading.cost(self._prompt_unread + self._unread)
         return (k + 1) / (self.learning.costs.tables["model"].cost(k) + read) > 1.0 / plain
 
