@@ -21,6 +21,7 @@ from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.loading import load_target
 from ds4spec.engine.settings import Settings
+from ds4spec.errors import Ds4Error
 from ds4spec.policy.copying import COPY_WINDOW, copy_source
 
 SAMPLE = {"humaneval": range(0, 40, 2), "edits": range(5, 60, 3), "prose": range(12)}
@@ -63,7 +64,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--target", default=None, help="a model name or GGUF path (default: the default pair's)")
     args = parser.parse_args()
-    target = load_target(Settings(target=args.target))
+    try:
+        target = load_target(Settings(target=args.target))
+    except Ds4Error as exc:
+        raise SystemExit(f"lookup_replay: {exc}") from None
     totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for workload, sample in SAMPLE.items():
         tasks = load_tasks(workload)
