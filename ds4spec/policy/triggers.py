@@ -115,7 +115,7 @@ class TriggerLearning:
         self.lookup_drafts = 0  # in this generation
         self.lookup_taught = False  # whether any of lookup's drafts was judged yet
 
-    def alpha(self, model: EventModel, source: str, copying: bool = False) -> float:
+    def alpha(self, model: EventModel, source: str, copying: bool) -> float:
         return self.lookup.model(copying).alpha if source == "lookup" else model.acceptance.alpha
 
     def new_generation(self) -> None:
