@@ -119,3 +119,22 @@ def test_an_unwritable_cache_still_gives_a_profile(target: LlamaTarget, monkeypa
     blocker.write_text("not a directory")
     monkeypatch.setenv("DS4SPEC_HOME", str(blocker))
     assert profile_for(target, announce=False).source == "measured"
+
+
+@pytest.mark.parametrize(("cached", "now", "holds"), [
+    pytest.param({1: 0.0806, 2: 0.0908, 4: 0.1020, 8: 0.1470}, {1: 0.0579, 4: 0.1112}, False,
+                 id="F16 curve from a day the plain step took 81 ms, timed on a day it takes 58"),
+    pytest.param({1: 0.0233, 2: 0.0458, 4: 0.0764, 8: 0.1227}, {1: 0.0251, 4: 0.0899}, True,
+                 id="Q4_K_M curve, timed again with ordinary noise"),
+    pytest.param({1: 0.0150, 2: 0.0152, 4: 0.0155, 8: 0.0160}, {1: 0.0148, 4: 0.0190}, True,
+                 id="a GPU's flat curve, a little noise"),
+    pytest.param({1: 0.0150, 2: 0.0152, 4: 0.0155, 8: 0.0160}, {1: 0.0150, 4: 0.0450}, False,
+                 id="a flat curve on a machine where 4 tokens cost 3 steps"),
+    pytest.param({1: 0.00012, 2: 0.00014, 4: 0.00017}, {1: 0.00007, 4: 0.00030}, True,
+                 id="a tiny model's microseconds: timer noise"),
+])
+def test_a_cached_curve_holds_while_a_short_span_costs_what_it_says(cached: dict[int, float],
+                                                                    now: dict[int, float], holds: bool) -> None:
+    from ds4spec.policy.profile import agrees
+
+    assert agrees(cached, now) is holds

@@ -4,8 +4,10 @@ Why: the gate and the triggers choose a draft length by ``E(k) / cost(k)``, and 
 badly wrong on a CPU. Measured on the project's 2-core machines with Qwen2.5-Coder-1.5B Q4_K_M, a span of
 n tokens costs 1.8, 3.4, 7.5, 8.8, 15 and 26.5 plain steps for n = 2, 4, 8, 16, 32 and 64: nearly linear
 up to 7 tokens, a jump at 8, and a dip at 16 (the batched kernels work in blocks). So the curve is measured
-once per model and machine, on the real target, and kept in ``<data dir>/verify-costs.json``; a policy
-then scales it by the plain step it measures online. A GPU's curve is flat, and the same code drafts far.
+once per model and machine, on the real target, and kept in ``<data dir>/verify-costs.json``, checked at every
+load by timing one short span again (``agrees``: a machine of the same CPU model on another day may not be
+the same machine); a policy then scales it by the plain step it measures online. A GPU's curve is flat, and the
+same code drafts far.
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ REPEATS = 2  # the faster of two runs: a scheduler stall must not enter the curv
 MAX_DIP = 0.15
 DIP_FLOOR_S = 0.001  # below a millisecond (a tiny model's whole pass), a dip is timer noise, not a disturbance
 ATTEMPTS = 3
+# A cached curve is checked at every load against a pass over CHECK_SPAN tokens (with span 1, the faster of
+# CHECK_REPEATS: 0.3 s for the default target, 0.5 s for the F16 one). The same CPU model and build is not the same
+# machine: an F16 curve cached on one day had a pass over 4 tokens at 1.27 plain steps; timed on the next, 1.92 (the
+# plain step 58 ms where the curve had 81), and the policies drafted along the wrong curve all day.
+CHECK_SPAN = 4
+CHECK_REPEATS = 3
+DRIFT_STEPS = 0.3  # cost beyond a plain step, in plain steps: a difference this small is noise
+DRIFT_FACTOR = 1.5
 # Without a measured curve (the profile's prior, and the gate's guess for a length it has not measured): each drafted
 # token adds this many plain steps. The measured CPU slope is 0.6 to 1.0; too low a guess makes the first drafts
 # cost more than they return, and a GPU's measured profile corrects it.
@@ -83,10 +93,17 @@ class VerifyProfile:
 
 def measure(target: LlamaTarget, spans: tuple[int, ...] = SPANS) -> VerifyProfile:
     """Times verify passes over ``spans`` on ``target`` (an idle one: its context is cleared before and after)."""
+    best = _timed(target, spans, REPEATS, ATTEMPTS)
+    return VerifyProfile(best, "measured") if best else VerifyProfile.prior()
+
+
+def _timed(target: LlamaTarget, spans: tuple[int, ...], repeats: int, attempts: int = 1) -> dict[int, float]:
+    """The fastest of ``repeats`` passes over each span that fits, after ``PREFIX_TOKENS`` of context; more runs
+    (up to ``attempts``) while the curve looks disturbed. Empty when no span fits or the first is not 1."""
     room = min(target.n_batch, target.n_ctx - PREFIX_TOKENS - 1)
     usable = tuple(n for n in spans if n <= room)
     if not usable or usable[0] != 1:
-        return VerifyProfile.prior()
+        return {}
     tok = target.tokenizer
     line = tok.tokenize(b"def measure(x):\n    return [x * i for i in range(10)]  # a line of code\n")
     tokens = line * (1 + (PREFIX_TOKENS + usable[-1]) // max(len(line), 1))
@@ -96,9 +113,10 @@ def measure(target: LlamaTarget, spans: tuple[int, ...] = SPANS) -> VerifyProfil
         target.eval_prompt(tokens[:PREFIX_TOKENS])
         target.eval_span(tokens[PREFIX_TOKENS : PREFIX_TOKENS + 2])  # the first batched pass sets buffers up
         target.rollback(PREFIX_TOKENS)
-        for _ in range(ATTEMPTS):  # more runs while the curve looks disturbed; each keeps the fastest so far
-            for _ in range(REPEATS):
-                for n in usable:
+        for _ in range(attempts):  # each run keeps the fastest so far
+            for _ in range(repeats):
+                # Span 1 twice: every ratio divides by it, and one slow pass there makes all drafts look cheap.
+                for n in (*usable, 1):
                     start = time.perf_counter()
                     target.eval_span(tokens[PREFIX_TOKENS : PREFIX_TOKENS + n])
                     best[n] = min(best.get(n, float("inf")), time.perf_counter() - start)
@@ -107,7 +125,7 @@ def measure(target: LlamaTarget, spans: tuple[int, ...] = SPANS) -> VerifyProfil
                 break
     finally:
         target.reset()
-    return VerifyProfile(best, "measured")
+    return best
 
 
 def consistent(spans: Mapping[int, float]) -> bool:
@@ -118,6 +136,19 @@ def consistent(spans: Mapping[int, float]) -> bool:
             return False
         dearest = max(dearest, spans[n])
     return True
+
+
+def agrees(cached: Mapping[int, float], now: Mapping[int, float]) -> bool:
+    """Whether a cached curve still describes the machine, by a check span timed ``now`` (with span 1): what that
+    pass costs beyond a plain step, in plain steps, may differ by ``DRIFT_STEPS`` or by a factor under
+    ``DRIFT_FACTOR``. Passes under ``DIP_FLOOR_S`` are timer noise and always agree."""
+    if not now.get(1) or now[1] < DIP_FLOOR_S or len(now) < 2:
+        return True
+    span = max(now)
+    then = VerifyProfile(cached).ratio(span - 1) - 1
+    fresh = now[span] / now[1] - 1
+    low, high = sorted((max(then, 0.0), max(fresh, 0.0)))
+    return high - low <= DRIFT_STEPS or high <= DRIFT_FACTOR * max(low, DRIFT_STEPS)
 
 
 def fingerprint(target: LlamaTarget) -> str:
@@ -157,13 +188,16 @@ def profile_for(target: LlamaTarget, *, announce: bool = True) -> VerifyProfile:
         if isinstance(loaded, dict):
             cache = loaded
     entry = cache.get(key)
+    why = "once"
     if isinstance(entry, dict):
         with contextlib.suppress(ValueError, TypeError):
             spans = {int(n): float(s) for n, s in entry.items()}
             if spans.get(1, 0) > 0 and consistent(spans):
-                return VerifyProfile(spans, "cached")
+                if agrees(spans, _timed(target, (1, CHECK_SPAN), CHECK_REPEATS)):
+                    return VerifyProfile(spans, "cached")
+                why = "the cached ones no longer hold"
     if announce and sys.stderr.isatty():  # a pause on first use is explained; a script's stderr stays clean
-        print(f"ds4spec: measuring verify costs of {target.name} on this machine (once)", file=sys.stderr)
+        print(f"ds4spec: measuring verify costs of {target.name} on this machine ({why})", file=sys.stderr)
     profile = measure(target)
     if profile.source == "measured" and consistent(profile.spans):
         cache[key] = {str(n): s for n, s in profile.spans.items()}

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ds4spec.backend.prompt import ChatMessage, chat_tokens
 from ds4spec.backend.target import LlamaTarget
@@ -95,3 +96,21 @@ def test_plain_decoding_of_a_chat_answer_ends_with_end_of_generation(real_target
     assert isinstance(finished, Finished)
     assert finished.reason.value == "eog"
     assert "OK" in text
+
+
+def test_a_cached_verify_curve_that_no_longer_holds_is_measured_again(
+        real_target: LlamaTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flat curve (as a GPU's) cached for this CPU target: one timed span shows it wrong, and the machine's own
+    curve replaces it, which the next load keeps. On AVX2 and AVX-512 alike a pass over 4 tokens of the Q4_K_M
+    target costs 3 plain steps or more, a flat curve's 1.05."""
+    from ds4spec.policy.profile import cache_file, fingerprint, profile_for
+
+    monkeypatch.setenv("DS4SPEC_HOME", str(tmp_path))
+    flat = {str(n): 0.02 * (1 + 0.01 * n) for n in (1, 2, 3, 4, 6, 8, 12, 16)}
+    cache_file().parent.mkdir(parents=True, exist_ok=True)
+    cache_file().write_text(json.dumps({fingerprint(real_target): flat}), encoding="utf-8")
+    fresh = profile_for(real_target, announce=False)
+    assert fresh.source == "measured"
+    assert fresh.ratio(3) > 2.0, fresh.spans
+    again = profile_for(real_target, announce=False)
+    assert again.source == "cached" and again.spans == pytest.approx(fresh.spans)
