@@ -138,3 +138,25 @@ def test_a_cached_curve_holds_while_a_short_span_costs_what_it_says(cached: dict
     from ds4spec.policy.profile import agrees
 
     assert agrees(cached, now) is holds
+
+
+def test_a_cached_curve_is_timed_again_at_most_hourly(target: LlamaTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-shot completion pays the check once an hour; the check's verdict decides whether the curve stays."""
+    from ds4spec.policy import profile
+
+    cache_file().unlink(missing_ok=True)
+    t0 = 1_000_000.0
+    first = profile_for(target, announce=False, now=t0)
+    timed: list[tuple[int, ...]] = []
+
+    def timing(target: LlamaTarget, spans: tuple[int, ...], *args: object, **kwargs: object) -> dict[int, float]:
+        timed.append(spans)
+        return {1: 0.05, 4: 0.05 * first.ratio(3)}  # what the cached curve says: it holds
+
+    monkeypatch.setattr(profile, "_timed", timing)
+    assert profile_for(target, announce=False, now=t0 + 1800).source == "cached"
+    assert timed == []
+    assert profile_for(target, announce=False, now=t0 + 3700).source == "cached"
+    assert timed == [(1, profile.CHECK_SPAN)]
+    assert profile_for(target, announce=False, now=t0 + 3800).source == "cached"
+    assert len(timed) == 1  # the check renewed the hour

@@ -4,10 +4,10 @@ Why: the gate and the triggers choose a draft length by ``E(k) / cost(k)``, and 
 badly wrong on a CPU. Measured on the project's 2-core machines with Qwen2.5-Coder-1.5B Q4_K_M, a span of
 n tokens costs 1.8, 3.4, 7.5, 8.8, 15 and 26.5 plain steps for n = 2, 4, 8, 16, 32 and 64: nearly linear
 up to 7 tokens, a jump at 8, and a dip at 16 (the batched kernels work in blocks). So the curve is measured
-once per model and machine, on the real target, and kept in ``<data dir>/verify-costs.json``, checked at every
-load by timing one short span again (``agrees``: a machine of the same CPU model on another day may not be
-the same machine); a policy then scales it by the plain step it measures online. A GPU's curve is flat, and the
-same code drafts far.
+once per model and machine, on the real target, and kept in ``<data dir>/verify-costs.json``, checked at load
+(at most hourly) by timing one short span again (``agrees``: a machine of the same CPU model on another day may
+not be the same machine); a policy then scales it by the plain step it measures online. A GPU's curve is flat,
+and the same code drafts far.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ds4spec.paths import data_dir
 
@@ -39,12 +39,18 @@ REPEATS = 2  # the faster of two runs: a scheduler stall must not enter the curv
 MAX_DIP = 0.15
 DIP_FLOOR_S = 0.001  # below a millisecond (a tiny model's whole pass), a dip is timer noise, not a disturbance
 ATTEMPTS = 3
-# A cached curve is checked at every load against a pass over CHECK_SPAN tokens (with span 1, the faster of
-# CHECK_REPEATS: 0.3 s for the default target, 0.5 s for the F16 one). The same CPU model and build is not the same
-# machine: an F16 curve cached on one day had a pass over 4 tokens at 1.27 plain steps; timed on the next, 1.92 (the
-# plain step 58 ms where the curve had 81), and the policies drafted along the wrong curve all day.
+# The first plain steps after a model loads run slow (the F16 target: 88, 69, 66, 63, then 58 ms): timed among the
+# spans, they made every ratio low and long drafts look cheap.
+WARM_STEPS = 6
+# A cached curve is checked at load (at most hourly) against a pass over CHECK_SPAN tokens (with span 1, the faster of
+# CHECK_REPEATS, after WARM_STEPS): the same CPU model and build is not always the same machine. On this project's VM
+# the F16 target's plain step took 58 ms in one minute and 72 in another (memory bandwidth shared on the host) while
+# passes over several tokens kept their cost; an F16 curve cached once (its plain step 81 ms, likely timed cold) had a
+# pass over 4 tokens at 1.27 plain steps, timed later at 1.92, and the policies drafted along it for days.
 CHECK_SPAN = 4
-CHECK_REPEATS = 3
+CHECK_REPEATS = 2
+CHECK_EVERY_S = 3600.0  # a one-shot `ds4spec complete` pays the check once an hour, not each call
+CHECK_PREFIX = 16  # a short read before: the ratio at 4 tokens hardly depends on it
 DRIFT_STEPS = 0.3  # cost beyond a plain step, in plain steps: a difference this small is noise
 DRIFT_FACTOR = 1.5
 # Without a measured curve (the profile's prior, and the gate's guess for a length it has not measured): each drafted
@@ -97,30 +103,32 @@ def measure(target: LlamaTarget, spans: tuple[int, ...] = SPANS) -> VerifyProfil
     return VerifyProfile(best, "measured") if best else VerifyProfile.prior()
 
 
-def _timed(target: LlamaTarget, spans: tuple[int, ...], repeats: int, attempts: int = 1) -> dict[int, float]:
-    """The fastest of ``repeats`` passes over each span that fits, after ``PREFIX_TOKENS`` of context; more runs
+def _timed(target: LlamaTarget, spans: tuple[int, ...], repeats: int, attempts: int = 1,
+           prefix: int = PREFIX_TOKENS) -> dict[int, float]:
+    """The fastest of ``repeats`` passes over each span that fits, after ``prefix`` tokens of context; more runs
     (up to ``attempts``) while the curve looks disturbed. Empty when no span fits or the first is not 1."""
-    room = min(target.n_batch, target.n_ctx - PREFIX_TOKENS - 1)
+    room = min(target.n_batch, target.n_ctx - prefix - 1)
     usable = tuple(n for n in spans if n <= room)
     if not usable or usable[0] != 1:
         return {}
     tok = target.tokenizer
     line = tok.tokenize(b"def measure(x):\n    return [x * i for i in range(10)]  # a line of code\n")
-    tokens = line * (1 + (PREFIX_TOKENS + usable[-1]) // max(len(line), 1))
+    tokens = line * (1 + (prefix + usable[-1]) // max(len(line), 1))
     target.reset()
     best: dict[int, float] = {}
     try:
-        target.eval_prompt(tokens[:PREFIX_TOKENS])
-        target.eval_span(tokens[PREFIX_TOKENS : PREFIX_TOKENS + 2])  # the first batched pass sets buffers up
-        target.rollback(PREFIX_TOKENS)
+        target.eval_prompt(tokens[:prefix])
+        for n in (2, *[1] * WARM_STEPS):  # the first batched pass sets buffers up; the first steps run slow
+            target.eval_span(tokens[prefix : prefix + n])
+            target.rollback(prefix)
         for _ in range(attempts):  # each run keeps the fastest so far
             for _ in range(repeats):
                 # Span 1 twice: every ratio divides by it, and one slow pass there makes all drafts look cheap.
                 for n in (*usable, 1):
                     start = time.perf_counter()
-                    target.eval_span(tokens[PREFIX_TOKENS : PREFIX_TOKENS + n])
+                    target.eval_span(tokens[prefix : prefix + n])
                     best[n] = min(best.get(n, float("inf")), time.perf_counter() - start)
-                    target.rollback(PREFIX_TOKENS)
+                    target.rollback(prefix)
             if consistent(best):
                 break
     finally:
@@ -177,33 +185,51 @@ def cache_file() -> Path:
     return data_dir() / "verify-costs.json"
 
 
-def profile_for(target: LlamaTarget, *, announce: bool = True) -> VerifyProfile:
-    """The cached curve for this target and machine, or a fresh measurement (about 6 s on a 2-core CPU for a
-    1.5B model, once), saved for next time. A cache that cannot be read or written only costs a measurement."""
+def checks_file() -> Path:
+    """When each cached curve was last measured or checked (apart: the curves' file keeps its old format)."""
+    return data_dir() / "verify-checks.json"
+
+
+def profile_for(target: LlamaTarget, *, announce: bool = True, now: float | None = None) -> VerifyProfile:
+    """The cached curve for this target and machine, checked against the machine at most every ``CHECK_EVERY_S``,
+    or a fresh measurement (about 6 s on a 2-core CPU for a 1.5B model), saved for next time. A cache that cannot
+    be read or written only costs a measurement."""
+    now = time.time() if now is None else now
     key = fingerprint(target)
-    path = cache_file()
-    cache: dict[str, dict[str, float]] = {}
-    with contextlib.suppress(OSError, ValueError):
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(loaded, dict):
-            cache = loaded
+    cache, checks = _read(cache_file()), _read(checks_file())
     entry = cache.get(key)
     why = "once"
     if isinstance(entry, dict):
         with contextlib.suppress(ValueError, TypeError):
             spans = {int(n): float(s) for n, s in entry.items()}
             if spans.get(1, 0) > 0 and consistent(spans):
-                if agrees(spans, _timed(target, (1, CHECK_SPAN), CHECK_REPEATS)):
+                checked = checks.get(key)
+                if isinstance(checked, (int, float)) and 0 <= now - checked < CHECK_EVERY_S:
+                    return VerifyProfile(spans, "cached")
+                if agrees(spans, _timed(target, (1, CHECK_SPAN), CHECK_REPEATS, prefix=CHECK_PREFIX)):
+                    _write(checks_file(), {**checks, key: now})
                     return VerifyProfile(spans, "cached")
                 why = "the cached ones no longer hold"
     if announce and sys.stderr.isatty():  # a pause on first use is explained; a script's stderr stays clean
         print(f"ds4spec: measuring verify costs of {target.name} on this machine ({why})", file=sys.stderr)
     profile = measure(target)
     if profile.source == "measured" and consistent(profile.spans):
-        cache[key] = {str(n): s for n, s in profile.spans.items()}
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(cache, indent=1), encoding="utf-8")
-            tmp.replace(path)
+        _write(cache_file(), {**cache, key: {str(n): s for n, s in profile.spans.items()}})
+        _write(checks_file(), {**checks, key: now})
     return profile
+
+
+def _read(path: Path) -> dict[str, Any]:
+    with contextlib.suppress(OSError, ValueError):
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict):
+            return loaded
+    return {}
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        tmp.replace(path)
