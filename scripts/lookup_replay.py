@@ -6,8 +6,10 @@ The target writes its plain greedy answers (128 tokens) to prompts that ``ds4spe
 0 to 38 by twos, edits 5 to 59 by threes, prose 0 to 11: 51 prompts). At every token of each answer, the lookup
 drafter proposes 16 tokens' worth of bytes, and the tokens of the answer that the proposal spells are counted as
 accepted. Per workload, and by where the text's last ``COPY_WINDOW`` bytes occur earlier (in the prompt: copying as
-``ds4spec.policy.copying`` sees it; only earlier in the answer; nowhere), it prints the drafts and alpha (accepted
-over accepted plus rejections). docs/speculation.md quotes the figures.
+``ds4spec.policy.copying`` sees it, split by how long the copy has gone on, ``prompt16`` for 16 to 31 bytes up to
+``prompt128`` for 128 or more, and for short ones whether the answer already copied ``LONG_COPY`` bytes in one run;
+only earlier in the answer; nowhere), it prints the drafts and alpha (accepted over accepted plus rejections).
+docs/speculation.md and docs/benchmarks.md (run 19) quote the figures.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from ds4spec.policy.copying import COPY_WINDOW, copy_source
 
 SAMPLE = {"humaneval": range(0, 40, 2), "edits": range(5, 60, 3), "prose": range(12)}
 DRAFT_TOKENS = 16
+RUNS = (COPY_WINDOW, 32, 64, 128)  # the answer's last n bytes occur in the prompt: a copy of n bytes or more so far
+LONG_COPY = 64
 
 
 def replay(task: Task, pieces: list[bytes], totals: dict[tuple[str, str], list[int]]) -> None:
@@ -35,11 +39,14 @@ def replay(task: Task, pieces: list[bytes], totals: dict[tuple[str, str], list[i
     drafter = LookupDrafter()
     drafter.begin(context)
     answer = b""
+    copied_long = False  # whether the answer already copied LONG_COPY bytes of the prompt in one run
     for i in range(len(pieces)):
         tail = answer[-COPY_WINDOW:]
         where = "nowhere"
         if len(tail) == COPY_WINDOW and tail in source:
-            where = "prompt"
+            run = max(n for n in RUNS if answer[-n:] in source)  # how long the copy has gone on
+            where = f"prompt{run}" + ("" if run >= LONG_COPY or not copied_long else " after a long copy")
+            copied_long = copied_long or run >= LONG_COPY
         elif len(tail) == COPY_WINDOW and answer.find(tail, 0, len(answer) - 1) >= 0:
             where = "answer"
         row = totals[(task.workload, where)]
@@ -76,9 +83,9 @@ def main() -> None:
             request = GenerationRequest(task.prompt_tokens(target), 128, stop=task.stop)
             finished = [e for e in generate_plain(target, request) if isinstance(e, Finished)][-1]
             replay(task, [target.tokenizer.detokenize([t]) for t in finished.tokens], totals)
-    print(f"{'workload':10} {'repeats':8} {'positions':>9} {'drafts':>6} {'acc/draft':>9} {'alpha':>5}")
+    print(f"{'workload':10} {'repeats':26} {'positions':>9} {'drafts':>6} {'acc/draft':>9} {'alpha':>5}")
     for (workload, where), (positions, drafts, accepted, trials) in sorted(totals.items()):
-        print(f"{workload:10} {where:8} {positions:9d} {drafts:6d} "
+        print(f"{workload:10} {where:26} {positions:9d} {drafts:6d} "
               f"{accepted / max(drafts, 1):9.2f} {accepted / max(trials, 1):5.2f}")
 
 
