@@ -46,7 +46,7 @@ WARM_STEPS = 6
 # CHECK_REPEATS, after WARM_STEPS): the same CPU model and build is not always the same machine. On this project's VM
 # the F16 target's plain step took 58 ms in one minute and 72 in another (memory bandwidth shared on the host) while
 # passes over several tokens kept their cost; an F16 curve cached once (its plain step 81 ms, likely timed cold) had a
-# pass over 4 tokens at 1.27 plain steps, timed later at 1.92, and the policies drafted along it for days.
+# pass over 4 tokens at 1.27 plain steps, timed later at 1.92, and the F16 benches drafted along it.
 CHECK_SPAN = 4
 CHECK_REPEATS = 2
 CHECK_EVERY_S = 3600.0  # a one-shot `ds4spec complete` pays the check once an hour, not each call
