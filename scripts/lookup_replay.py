@@ -44,7 +44,7 @@ def replay(task: Task, pieces: list[bytes], totals: dict[tuple[str, str], list[i
         tail = answer[-COPY_WINDOW:]
         where = "nowhere"
         if len(tail) == COPY_WINDOW and tail in source:
-            run = max(n for n in RUNS if answer[-n:] in source)  # how long the copy has gone on
+            run = max(n for n in RUNS if n <= len(answer) and answer[-n:] in source)  # how long the copy has gone on
             where = f"prompt{run}" + ("" if run >= LONG_COPY or not copied_long else " after a long copy")
             copied_long = copied_long or run >= LONG_COPY
         elif len(tail) == COPY_WINDOW and answer.find(tail, 0, len(answer) - 1) >= 0:
