@@ -587,18 +587,22 @@ def test_an_answer_that_repeats_its_own_text_is_not_copying_its_input(book: Rule
 
 
 # An edited file as a chat prompt has it: what an answer that copies its input repeats.
-COPIED = 28  # the bytes up to the docstring's text
+COPIED = 28  # the bytes up to the docstring's text: a short copy
 EDITED_FILE = (b'def grand_total(xs):\n    """The sum of the prices in xs, each rounded to cents, with the tax of the'
                b' region added."""\n    return round(sum(xs) * 1.2, 2)\n')
+COPIED_LONG = EDITED_FILE.index(b"the tax")  # a long copy (ds4spec.policy.copying.LONG_COPY)
 
 
-def _copying_policy(book: RuleBook, profile: VerifyProfile = COMPUTE_BOUND) -> TriggerPolicy:
-    """A second answer, after one where lookup's every draft was rejected, that has copied its prompt up to the
-    docstring's text."""
+def _copying_policy(book: RuleBook, profile: VerifyProfile = COMPUTE_BOUND, copied: int = COPIED) -> TriggerPolicy:
+    """A second answer, after one where lookup's every draft was rejected, that has copied its prompt up to
+    ``copied`` bytes, seen as a policy sees it, a cycle at a time (cycles that drafted: they teach nothing here)."""
     learning = _lookup_rejected_in_new_code(book, 30, profile)
     policy = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     policy.begin(DraftContext(messages=(ChatMessage("user", "Rename total in:\n" + EDITED_FILE.decode()),)))
-    policy.extend(EDITED_FILE[:COPIED])
+    for at in range(0, copied, 8):
+        policy.extend(EDITED_FILE[at : min(at + 8, copied)])
+        policy.copies.look()
+        policy.copies.drafting()
     return policy
 
 
@@ -607,11 +611,11 @@ def test_lookup_while_the_text_copies_is_judged_apart_from_its_drafts_in_new_tex
     alpha 0.96 while the text copied its prompt, in edits and code generation alike, and 0.45 elsewhere in code
     generation. An answer of new code that taught lookup fails must not keep it from an edited file's copy, nor the
     copy's success make it draft in new code."""
-    policy = _copying_policy(book, MEMORY_BOUND)
+    policy = _copying_policy(book, MEMORY_BOUND, COPIED_LONG)
     low = policy.learning.lookup.fresh.alpha
     assert low < 0.2
     k = _at(policy, COMMENT)
-    assert k > 0 and policy.source == "lookup"
+    assert k > 0 and policy.source == "lookup" and policy.copies.copy == "long"
     for _ in range(5):
         policy.observe(k, k, k, 1.0 + 0.3 * k, "lookup")
         k = _at(policy, COMMENT)
@@ -621,21 +625,47 @@ def test_lookup_while_the_text_copies_is_judged_apart_from_its_drafts_in_new_tex
     assert _at(policy, COMMENT) == 0
 
 
+@pytest.mark.parametrize("profile", [MEMORY_BOUND, COMPUTE_BOUND], ids=["memory-bound", "compute-bound"])
+def test_a_short_copy_is_drafted_by_its_own_figure_however_sure_long_copies_were(
+    book: RuleBook, profile: VerifyProfile
+) -> None:
+    """A prose answer quoting a few words of its question copies its prompt too, but the replay put such short copies
+    at alpha 0.64 to 0.75 (0.90 on edits), against 0.95 to 0.98 in long ones. Learned as one, the edits' long
+    copies sent prose quotes 16-token drafts (Q4_K_M: 1 token accepted, then 0 of 9). A short copy's first draft is
+    as long as its prior says, and one rejected shortens the next."""
+    policy = _copying_policy(book, profile, COPIED_LONG)
+    for _ in range(10):
+        policy.learning.lookup.copying.observe(16, 16)  # long copies, all right
+    long_k = _at(policy, COMMENT)
+    policy.observe(long_k, long_k, long_k, 1.0 + 0.3 * long_k, "lookup")
+    quote = TriggerPolicy(book, "python", 16, ("lookup",), policy.learning)
+    quote.begin(DraftContext(messages=(ChatMessage("user", "Rename total in:\n" + EDITED_FILE.decode()),)))
+    quote.extend(EDITED_FILE[:COPIED])
+    k = _at(quote, COMMENT)
+    assert quote.copies.copy == "short" and 0 < k < long_k == 16
+    quote.observe(k, k, 0, 1.0 + 0.3 * k, "lookup")
+    assert _at(quote, COMMENT) < k
+    assert quote.learning.lookup.copying.alpha > 0.95  # untouched by the quote
+
+
+@pytest.mark.parametrize("copied", [COPIED, COPIED_LONG])
 @pytest.mark.parametrize(("target_writes", "moves"), [(b"The", "up"), (b"This", "down")])
 def test_a_plain_step_while_copying_teaches_lookup_what_the_copy_would_have_drafted(
-    book: RuleBook, target_writes: bytes, moves: str
+    book: RuleBook, copied: int, target_writes: bytes, moves: str
 ) -> None:
-    """The copy says ``The sum`` comes next: the target writing it is a one-token draft of lookup's accepted, for
-    free; writing something else, one rejected."""
-    policy = _copying_policy(book)
-    assert EDITED_FILE[COPIED : COPIED + 3] == b"The"
+    """The copy says ``The sum`` (or ``the tax``) comes next: the target writing it is a one-token draft of lookup's
+    accepted, for free; writing something else, one rejected."""
+    policy = _copying_policy(book, copied=copied)
+    assert EDITED_FILE[copied : copied + 3].lower() == b"the"
+    target_writes = target_writes if copied == COPIED else target_writes.lower()
+    acceptance = policy.learning.lookup.model(policy.copies.look())
     for _ in range(4):
-        policy.learning.lookup.copying.observe(8, 0)  # drafts rejected at an edit: lookup is out
-    before = policy.learning.lookup.copying.alpha
+        acceptance.observe(8, 0)  # drafts rejected at an edit: lookup is out
+    before = acceptance.alpha
     assert _at(policy, COMMENT) == 0
     policy.observe(0, 0, 0, 1.0, "none")
     policy.extend(target_writes)
-    after = policy.learning.lookup.copying.alpha
+    after = acceptance.alpha
     assert (after > before) if moves == "up" else (after < before)
 
 
@@ -643,8 +673,8 @@ def test_plain_steps_through_a_copy_bring_lookup_back_after_rejections_at_an_edi
     """Two drafts rejected at an edited line (a new name) took lookup out on a compute-bound target, and probes after
     8, 16 and 32 cycles left the rest of a copied docstring to plain steps (Q4_K_M edits: 79 cycles for 95 tokens,
     lookup alone 16). The plain steps' own evidence brings it back within a few tokens."""
-    policy = _copying_policy(book)
-    at = COPIED
+    policy = _copying_policy(book, copied=COPIED_LONG)
+    at = COPIED_LONG
     for _ in range(8):
         if not (k := _at(policy, COMMENT)):
             break

@@ -13,22 +13,39 @@ A plain step while the text is copying still teaches (``CopyWatch.extend``): the
 checked against what the target wrote, a one-token draft of lookup's that cost nothing. Without it, once wrong drafts
 at an edit had taken lookup out, only probes (after 8, 16, 32 cycles) brought it back, and the rest of a copied
 docstring went by in plain steps (Q4_K_M edits: 79 cycles for 95 tokens, lookup alone 16).
+
+A copy is less sure before it has gone on for ``LONG_COPY`` bytes in the answer (``Copy``). In the same replay, where
+the answer's last 16 to 63 bytes occurred in the prompt and the answer had not yet copied a longer run, lookup's
+drafts were right with alpha 0.90 on edits and 0.64 to 0.75 on prose (an answer quoting a few words of its question),
+against 0.95 to 0.98 in or after a long copy. Learned as one, the edits' long copies sent the prose answers' quotes
+16-token drafts (Q4_K_M: one with 1 token accepted, then one of 9 with none, about 13 plain steps lost in a 128-token
+answer). So a short copy's acceptance is learned apart too, from a prior each answer, as lightly held as the prior of
+a gate: one rejected draft shortens the next (on a compute-bound target, stops it), and the plain steps of a quote
+that goes on teach it, as they do a long copy's.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from ds4spec.core.drafting import DraftContext
 from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy
 
 COPY_WINDOW = 16  # bytes; with 8, HumanEval's new code matched often and wrongly (alpha 0.33), 12 did as well as 16
+LONG_COPY = 64  # bytes copied in one run, now or earlier in the answer, after which a copy is sure
 SHADOW_BYTES = 8  # of the copy's continuation, checked against a plain step's token
 COPYING_PRIOR = 0.9  # before any draft while copying: what the replay measured, lightly held
+SHORT_COPY_PRIOR = 0.9  # each answer's first short copy: edits' and HumanEval's, a guess on prose that one draft tests
 # Carried into the next generation, as this many drafts: while copying, alpha is a property of lookup, so it is held
 # as the gate holds its own; elsewhere it is a property of the answer (does it copy its input?) and held lightly:
 # carried for longer, HumanEval's wrong copies kept the next edits from lookup's first tries (Q4_K_M edits: triggers
 # 1.66x against lookup's 1.88x in one run).
 COPYING_CARRIED = 6.0
 FRESH_CARRIED = 2.0
+
+# Where the answer's last COPY_WINDOW bytes are: nowhere in the prompt; in it, a copy that has not yet gone on for
+# LONG_COPY bytes in this answer; in it, in or after such a copy.
+Copy = Literal["none", "short", "long"]
 
 
 def copy_source(context: DraftContext) -> bytes:
@@ -39,17 +56,19 @@ def copy_source(context: DraftContext) -> bytes:
 
 
 class LookupAcceptance:
-    """Lookup's acceptance: apart while the text is copying and elsewhere."""
+    """Lookup's acceptance: apart in a long copy of the prompt, a short one, and elsewhere."""
 
     def __init__(self) -> None:
-        self.copying = AcceptanceModel(COPYING_PRIOR)
+        self.copying = AcceptanceModel(COPYING_PRIOR)  # in or after a long copy
+        self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR)
         self.fresh = AcceptanceModel()
 
-    def model(self, copying: bool) -> AcceptanceModel:
-        return self.copying if copying else self.fresh
+    def model(self, copy: Copy) -> AcceptanceModel:
+        return self.copying if copy == "long" else self.short_copy if copy == "short" else self.fresh
 
     def carry_over(self) -> None:
         self.copying.carry_over(COPYING_CARRIED)
+        self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR)
         self.fresh.carry_over(FRESH_CARRIED)
 
 
@@ -59,22 +78,34 @@ class CopyWatch:
 
     def __init__(self, acceptance: LookupAcceptance) -> None:
         self.acceptance = acceptance
-        self.copying = False  # at the last ``look``
+        self.copy: Copy = "none"  # at the last ``look``
         self._source = b""
-        self._tail = b""  # the answer's last COPY_WINDOW bytes
+        self._tail = b""  # the answer's last LONG_COPY bytes
+        self._copied_long = False  # whether the answer has copied LONG_COPY bytes of the prompt in one run
         self._next = b""  # what the copy says comes next, while a plain step is pending
+
+    @property
+    def copying(self) -> bool:
+        return self.copy != "none"
 
     def begin(self, context: DraftContext) -> None:
         self._source = copy_source(context)
         self._tail = b""
-        self.copying, self._next = False, b""
+        self._copied_long = False
+        self.copy, self._next = "none", b""
 
-    def look(self) -> bool:
-        """Whether the text now repeats the prompt; remembers what followed there, for ``extend``."""
-        at = self._source.find(self._tail) if len(self._tail) == COPY_WINDOW else -1
-        self.copying = at >= 0
-        self._next = self._source[at + COPY_WINDOW : at + COPY_WINDOW + SHADOW_BYTES] if self.copying else b""
-        return self.copying
+    def look(self) -> Copy:
+        """Whether and how far the text now repeats the prompt; remembers what followed there, for ``extend``."""
+        window = self._tail[-COPY_WINDOW:]
+        at = self._source.find(window) if len(window) == COPY_WINDOW else -1
+        if at < 0:
+            self.copy, self._next = "none", b""
+            return self.copy
+        if not self._copied_long and len(self._tail) == LONG_COPY:
+            self._copied_long = self._tail in self._source
+        self.copy = "long" if self._copied_long else "short"
+        self._next = self._source[at + COPY_WINDOW : at + COPY_WINDOW + SHADOW_BYTES]
+        return self.copy
 
     def drafting(self) -> None:
         """This cycle drafts: its outcome teaches lookup's acceptance, if lookup drafted, through the policy."""
@@ -84,9 +115,9 @@ class CopyWatch:
         """After a plain step decided while copying, scores the copy's next bytes against the target's."""
         if self._next and committed:
             n = min(len(committed), len(self._next))
-            self.acceptance.copying.observe(1, int(committed[:n] == self._next[:n]))
+            self.acceptance.model(self.copy).observe(1, int(committed[:n] == self._next[:n]))
         self._next = b""
-        self._tail = (self._tail + committed)[-COPY_WINDOW:]
+        self._tail = (self._tail + committed)[-LONG_COPY:]
 
 
 class LookupGate(GatedPolicy):

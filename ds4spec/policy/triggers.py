@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
-from ds4spec.policy.copying import CopyWatch, LookupAcceptance
+from ds4spec.policy.copying import Copy, CopyWatch, LookupAcceptance
 from ds4spec.policy.gate import (
     CARRIED_TRIALS,
     AcceptanceModel,
@@ -48,7 +48,8 @@ LOOKUP_EVIDENCE = 1  # lookup drafts in this generation before what they taught 
 FIRST_TRY_SHORT = 2  # lookup's first try in an answer where earlier answers say its copies are wrong
 # Such a try is blind, and is made only where a wrong one costs at most this (in plain steps: the verify profile's
 # pass over it). On HumanEval with the Q4_K_M target (a pass over 3 tokens: 2.6 steps) blind tries at four events
-# cost 5% of 26-token answers. While the text is seen copying (``ds4spec.policy.copying``), a first try is no guess.
+# cost 5% of 26-token answers. While the text is seen in a long copy (``ds4spec.policy.copying``), a first try is no
+# guess.
 BLIND_TRY_STEPS = 1.5
 
 
@@ -115,8 +116,8 @@ class TriggerLearning:
         self.lookup_drafts = 0  # in this generation
         self.lookup_taught = False  # whether any of lookup's drafts was judged yet
 
-    def alpha(self, model: EventModel, source: str, copying: bool) -> float:
-        return self.lookup.model(copying).alpha if source == "lookup" else model.acceptance.alpha
+    def alpha(self, model: EventModel, source: str, copy: Copy) -> float:
+        return self.lookup.model(copy).alpha if source == "lookup" else model.acceptance.alpha
 
     def new_generation(self) -> None:
         if self.written:
@@ -263,20 +264,21 @@ class TriggerPolicy(DraftPolicy):
         pays, and where nothing does, none once it drafted in this answer (its copies of new code are wrong: on
         HumanEval with the Q4_K_M target, first tries of 2 to 6 tokens at five events cost 6% of the time), and a
         short one before (this answer may copy its input where the earlier ones did not) where a wrong one is cheap;
-        but the rule's length while the text is seen copying. A model's first try keeps the rule's length: what it
-        is worth depends on the event."""
+        but the rule's length while the text is seen in a long copy (a short one may be a quote: its first try is
+        as long as its own figure says). A model's first try keeps the rule's length: what it is worth depends on
+        the event."""
         learning = self.learning
         if untried != ["lookup"] or not learning.lookup_taught:
             return k
         table = learning.costs.tables["lookup"]
-        alpha = learning.lookup.model(self.copies.copying).alpha
+        alpha = learning.lookup.model(self.copies.copy).alpha
         best, rate = best_length(table, alpha, [n for n in table.ranked_lengths(k) if n <= k])
         if rate > 1.0 / plain:
             return min(k, best)
         # What earlier answers taught says no, but this one may copy its input: where the text shows it doing so,
         # the rule's length; else, before lookup drafted in this answer, a short try finds out where a wrong one is
         # cheap.
-        if self.copies.copying:
+        if self.copies.copy == "long":
             return k
         if learning.lookup_drafts >= LOOKUP_EVIDENCE:
             return 0
@@ -290,7 +292,7 @@ class TriggerPolicy(DraftPolicy):
 
     def _promise(self, model: EventModel, source: str) -> float:
         """What a probe of ``source`` here may find: its acceptance, lookup's only where it has matches."""
-        alpha = self.learning.alpha(model, source, self.copies.copying)
+        alpha = self.learning.alpha(model, source, self.copies.copy)
         return alpha * model.matches.alpha if source == "lookup" and "model" in self.sources else alpha
 
     def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:
@@ -307,7 +309,7 @@ class TriggerPolicy(DraftPolicy):
         """The measured length with the best expected rate; while the longest measured one is the best, the next
         longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
-        alpha = self.learning.alpha(model, source, self.copies.copying)
+        alpha = self.learning.alpha(model, source, self.copies.copy)
         extra = self._reading if source == "model" else _nothing
         if table.profile.measured:  # every length's cost is known well enough: no need to climb
             return best_length(table, alpha, table.ranked_lengths(self.draft_max), extra)
@@ -354,7 +356,7 @@ class TriggerPolicy(DraftPolicy):
             return
         model.attempts[source] += 1
         if source == "lookup":
-            self.learning.lookup.model(self.copies.copying).observe(drafted, accepted)
+            self.learning.lookup.model(self.copies.copy).observe(drafted, accepted)
             self.learning.lookup_drafts += 1
             self.learning.lookup_taught = True
         else:
