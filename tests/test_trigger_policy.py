@@ -34,7 +34,7 @@ from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ReadingCosts
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.syntax import SyntaxTracker
-from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
+from ds4spec.policy.triggers import ANSWER_PRIOR, TriggerLearning, TriggerPolicy
 
 # Two places in Python code, as the tracker sees them: inside a comment (rule: 6 tokens) and inside a string
 # (rule: 4 tokens).
@@ -242,7 +242,8 @@ def test_before_any_answer_s_length_is_known_the_prompt_s_read_is_spread_over_as
         book: RuleBook) -> None:
     """A `ds4spec complete`, or a chat's first answer: measured on HumanEval with the default pair, the model's first
     try at the answer's fifth token read the prompt for 18 plain steps and drafted 2 tokens. Early in an answer the
-    read is charged almost whole to a cycle; an answer that has gone on long is expected to go on, and carries it."""
+    read is charged as if the answer held ``ANSWER_PRIOR`` tokens; an answer that has gone on long is expected to go
+    on, and carries it."""
     read = ReadingCosts()
     read.observe(300, 3.0)  # what the load-time check measured: reading costs a hundredth of a step a byte
     learning = TriggerLearning()
@@ -251,28 +252,35 @@ def test_before_any_answer_s_length_is_known_the_prompt_s_read_is_spread_over_as
     policy.begin(DraftContext(text=b"#" * 2000))  # reading the prompt would cost 20 plain steps
     policy.observe(0, 0, 0, 1.0, "none")
     assert learning.answer_tokens is None
-    assert policy._reading(5) == pytest.approx(20.0)  # at the answer's start, all of it
+    assert policy._reading(5) == pytest.approx(20.0 * 5 / (ANSWER_PRIOR - 1))  # at the answer's start
     for _ in range(1999):
         policy.observe(0, 0, 0, 1.0, "none")
     assert policy._reading(5) == pytest.approx(20.0 * 5 / 2000)  # two thousand tokens in, a tiny share
 
 
-def test_a_model_s_first_try_at_an_event_is_charged_all_it_must_read(book: RuleBook) -> None:
-    """Where the model was never asked, a try that finds it does not pay leaves its read of the prompt serving no
-    later draft: only a model whose whole read a fully accepted draft would win back gets a first try."""
+@pytest.mark.parametrize(("prompt", "answer", "token_steps", "tried"), [
+    (100, 25, 0.0, True),  # reading costs 1 plain step: a fully accepted draft carries its share
+    (2000, 25, 0.0, False),  # 20 steps, over answers of 25 tokens: its share is more than the draft wins
+    (2000, 10_000, 0.0, True),  # the same read over long answers: a tiny part of a step
+    (100, 25, 0.5, False),  # each drafted token costs half a step (measured at load): no draft can pay
+])
+def test_a_model_s_first_try_at_an_event_is_charged_its_draft_and_its_share_of_the_read(
+    book: RuleBook, prompt: int, answer: float, token_steps: float, tried: bool
+) -> None:
+    """Where the model was never asked, its first try must be able to win back, fully accepted, its drafting and
+    its share of the prompt's read (which serves the rest of the answer). Charged the whole read, the F16 pair's
+    SmolLM2 was never tried on HumanEval on a 2-core AVX2 machine (a 348-byte prompt read in 4 plain steps), where
+    alone it ran at 1.21x and the triggers at 0.96x."""
     read = ReadingCosts()
     read.observe(300, 3.0)
-    asked = {}
-    for prompt in (100, 2000):  # reading costs 1 or 20 plain steps
-        learning = TriggerLearning()
-        learning.reading = read
-        learning.answer_tokens = 10_000.0  # earlier answers were long: shared out, the read is a tiny part of a step
-        policy = TriggerPolicy(book, "python", 16, ("model",), learning)
-        policy.begin(DraftContext(text=b"#" * prompt))
-        learning.answer_tokens = 10_000.0
-        policy.observe(0, 0, 0, 1.0, "none")
-        asked[prompt] = _at(policy, COMMENT)
-    assert asked == {100: PRIOR["python.comment"], 2000: 0}
+    learning = TriggerLearning()
+    learning.reading = read
+    learning.model_token_seconds = token_steps
+    policy = TriggerPolicy(book, "python", 16, ("model",), learning)
+    policy.begin(DraftContext(text=b"#" * prompt))
+    learning.answer_tokens = answer
+    policy.observe(0, 0, 0, 1.0, "none")
+    assert _at(policy, COMMENT) == (PRIOR["python.comment"] if tried else 0)
 
 
 # -- which drafter source to ask ---------------------------------------------------------------------------

@@ -35,6 +35,8 @@ class PolicyMemory:
         for c in self.costs:  # the read measured at load: the fit's first point, until reads in use replace it
             if c.source == "model" and c.read_seconds is not None:
                 self.learning.reading.observe(c.read_bytes, c.read_seconds)
+            if c.source == "model" and c.seconds_per_token is not None:
+                self.learning.model_token_seconds = c.seconds_per_token
 
     @classmethod
     def measure(cls, drafter: Proposer, profile: VerifyProfile, draft_max: int, *,

@@ -51,6 +51,9 @@ FIRST_TRY_SHORT = 2  # lookup's first try in an answer where earlier answers say
 # cost 5% of 26-token answers. While the text is seen in a long copy (``ds4spec.policy.copying``), a first try is no
 # guess.
 BLIND_TRY_STEPS = 1.5
+# Tokens an answer is expected to hold until its length is known (a completion, a chat's first answer) and as many
+# have not been written yet: HumanEval's answers average about 25, a chat's run to hundreds.
+ANSWER_PRIOR = 32
 
 
 def _nothing(tokens: float) -> float:
@@ -115,6 +118,7 @@ class TriggerLearning:
         self.lookup = LookupAcceptance()  # lookup's drafts, at every event
         self.lookup_drafts = 0  # in this generation
         self.lookup_taught = False  # whether any of lookup's drafts was judged yet
+        self.model_token_seconds = 0.0  # a model's drafted token, as measured at load (0: not measured)
 
     def alpha(self, model: EventModel, source: str, copy: Copy) -> float:
         return self.lookup.model(copy).alpha if source == "lookup" else model.acceptance.alpha
@@ -232,27 +236,30 @@ class TriggerPolicy(DraftPolicy):
         """Seconds of the model's read charged to a cycle expected to write ``tokens``: all of reading what was
         committed since it last read, and of the prompt's first read the share of the answer's tokens left that
         the cycle writes (that read serves every later draft of the answer). Until an answer's length is known (a
-        ``ds4spec complete``, a chat's first answer), as many tokens are expected to come as were written: a
-        first read is charged almost whole early in an answer (measured on HumanEval with the default pair: one
-        at the answer's fifth token read the prompt for 0.45 s, 18 plain steps, for a draft of 2 tokens) and
-        spread more thinly as a long answer shows itself."""
+        ``ds4spec complete``, a chat's first answer), as many tokens are expected to come as were written, and at
+        least ``ANSWER_PRIOR``: a first read is charged a large share early in an answer (measured on HumanEval
+        with the default pair: one at the answer's fifth token read the prompt for 0.45 s, 18 plain steps, for a
+        draft of 2 tokens) and spread more thinly as a long answer shows itself."""
         learning = self.learning
         text = learning.reading.cost(self._unread)
         if not self._prompt_unread:
             return text
-        expected = learning.answer_tokens if learning.answer_tokens is not None else 2.0 * learning.written
+        expected = learning.answer_tokens if learning.answer_tokens is not None else max(
+            ANSWER_PRIOR, 2.0 * learning.written)
         left = max(expected - learning.written, tokens)
         return text + (learning.reading.cost(self._prompt_unread + self._unread) - text) * min(1.0, tokens / left)
 
     def _model_could_pay(self, k: int, plain: float) -> bool:
-        """Whether a model's first try here, a draft of ``k`` tokens all accepted, would beat a plain step with all it
-        must read first charged to it. A try that finds the model does not pay here leaves its read of the prompt
-        serving no later draft (measured on the F16 pair's HumanEval, interleaved with llama.cpp: first tries read
-        the prompt for 0.4 s, 8 plain steps, and the triggers ran at 0.85x to 0.89x against lookup's 0.99x). Tried
-        with only the share of the answer charged, as for later drafts, the model was asked there and accepted 51% to
-        60%, and the triggers ran at 0.95x and 0.98x in two runs, against 0.97x and 0.98x without: no gain to keep."""
-        read = self.learning.reading.cost(self._prompt_unread + self._unread)
-        return (k + 1) / (self.learning.costs.tables["model"].cost(k) + read) > 1.0 / plain
+        """Whether a model's first try here could beat a plain step: a draft of ``k`` tokens all accepted, charged
+        its verify pass, its drafted tokens (at the cost measured at load, until cycles that drafted are measured),
+        all it must read of what was committed since it last read, and of its first read of the prompt the share
+        that the tokens it writes carry (``_reading``: that read serves every later draft of the answer). Charged
+        the whole read instead, the F16 pair's SmolLM2 was never tried on HumanEval on a 2-core AVX2 machine (the
+        read of a 348-byte prompt: 0.62 s, 4 plain steps), where alone it ran at 1.21x, 77% accepted, and the
+        triggers at 0.96x."""
+        table = self.learning.costs.tables["model"]
+        drafting = 0.0 if table.drafts_measured else k * self.learning.model_token_seconds
+        return (k + 1) / (table.cost(k) + drafting + self._reading(k + 1)) > 1.0 / plain
 
     def _lookup_would_win(self, model: EventModel, rate: float) -> bool:
         """Whether lookup's drafts in this answer, where it has a match, are expected to beat ``rate`` here."""
