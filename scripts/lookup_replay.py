@@ -24,12 +24,11 @@ from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.loading import load_target
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import Ds4Error
-from ds4spec.policy.copying import COPY_WINDOW, copy_source
+from ds4spec.policy.copying import COPY_WINDOW, LONG_COPY, copy_source
 
 SAMPLE = {"humaneval": range(0, 40, 2), "edits": range(5, 60, 3), "prose": range(12)}
 DRAFT_TOKENS = 16
 RUNS = (COPY_WINDOW, 32, 64, 128)  # the answer's last n bytes occur in the prompt: a copy of n bytes or more so far
-LONG_COPY = 64
 
 
 def replay(task: Task, pieces: list[bytes], totals: dict[tuple[str, str], list[int]]) -> None:
