@@ -66,6 +66,15 @@ def test_the_read_measured_at_load_is_what_triggers_charge_before_their_first_re
     guard.close()
 
 
+def test_the_drafted_token_measured_at_load_is_what_a_model_s_first_try_is_charged() -> None:
+    guard = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.02)))
+    memory = PolicyMemory.measure(guard, GPU, 64)
+    measured = next(c for c in memory.costs if c.source == "model").seconds_per_token
+    assert measured is not None and memory.learning.model_token_seconds == measured
+    assert PolicyMemory(GPU, guard.sources).learning.model_token_seconds == 0.0
+    guard.close()
+
+
 def test_a_source_with_nothing_to_offer_is_not_timed() -> None:
     class Mute(TimedModel):
         def propose(self, max_tokens: int) -> Draft:
