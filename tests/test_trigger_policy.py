@@ -594,7 +594,7 @@ def test_an_answer_that_repeats_its_own_text_is_not_copying_its_input(book: Rule
     second.extend(line)
     assert _at(second, STRING) == 0
     second.extend(line[:16])
-    assert _at(second, STRING) == 0 and not second.copies.copying
+    assert _at(second, STRING) == 0 and second.copies.copy == "none"
 
 
 # An edited file as a chat prompt has it: what an answer that copies its input repeats.

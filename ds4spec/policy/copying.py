@@ -84,10 +84,6 @@ class CopyWatch:
         self._copied_long = False  # whether the answer has copied LONG_COPY bytes of the prompt in one run
         self._next = b""  # what the copy says comes next, while a plain step is pending
 
-    @property
-    def copying(self) -> bool:
-        return self.copy != "none"
-
     def begin(self, context: DraftContext) -> None:
         self._source = copy_source(context)
         self._tail = b""
