@@ -659,6 +659,42 @@ def test_a_short_copy_is_drafted_by_its_own_figure_however_sure_long_copies_were
     assert quote.learning.lookup.copying.alpha > 0.95  # untouched by the quote
 
 
+QUESTION = "Why does the cache keep the oldest entries when the limit is reached?"
+
+
+@pytest.mark.parametrize("profile", [MEMORY_BOUND, COMPUTE_BOUND], ids=["memory-bound", "compute-bound"])
+def test_a_prose_answer_quoting_its_question_is_drafted_by_lookup_though_the_prose_rule_says_none(
+    book: RuleBook, profile: VerifyProfile
+) -> None:
+    """Markdown prose starts undrafted, and probes ask the model. On the F16 pair's prose, lookup alone drafted the
+    answers' quotes of their questions (1.07x) while the triggers never asked it there (1.02x). In a copy, lookup's
+    figure is the copy's at any event: its first draft at the event is a short try, and once a quote's drafts are
+    accepted a memory-bound target drafts longer ones."""
+    from ds4spec.policy.triggers import FIRST_TRY_SHORT
+
+    policy = TriggerPolicy(book, "markdown", 16, ("lookup", "model"), TriggerLearning(profile))
+    policy.begin(DraftContext(messages=(ChatMessage("user", QUESTION),)))
+    policy.observe(0, 0, 0, 1.0, "none")
+    answer = b"Because it must keep the oldest entries when the limit is reached"
+    quote = answer.index(b"keep")
+    policy.extend(answer[:quote])
+    assert _at(policy, answer[:quote]) == 0 and policy.copies.copy == "none"
+    policy.extend(answer[quote : quote + 20])  # "keep the oldest entr": from the question
+    k = _at(policy, answer[: quote + 20])
+    assert policy.event == "markdown.prose" and policy.copies.copy == "short"
+    assert 0 < k <= FIRST_TRY_SHORT and policy.source == "lookup"
+    policy.observe(k, k, k, 1.0 + 0.3 * k, "lookup")
+    policy.extend(answer[quote + 20 : quote + 28])
+    longer = _at(policy, answer[: quote + 28])
+    assert longer > k if profile is MEMORY_BOUND else longer >= k
+    assert policy.source == "lookup"
+    policy.extend(b" (an LRU would not).")
+    for _ in range(3):
+        policy.learning.lookup.fresh.observe(4, 0)  # lookup's drafts out of copies: wrong
+    assert _at(policy, b"(an LRU would not).") == 0 and policy.copies.copy == "none"
+    assert policy.learning.lookup.short_copy.alpha > 0.8  # the quote's figure is its own
+
+
 @pytest.mark.parametrize("copied", [COPIED, COPIED_LONG])
 @pytest.mark.parametrize(("target_writes", "moves"), [(b"The", "up"), (b"This", "down")])
 def test_a_plain_step_while_copying_teaches_lookup_what_the_copy_would_have_drafted(
