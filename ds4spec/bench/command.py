@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ds4spec import __version__
 from ds4spec.backend.target import LlamaTarget
+from ds4spec.bench.divergence import first_divergence
 from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mode
 from ds4spec.bench.peer_plan import PeerPlan
 from ds4spec.bench.peer_runs import PeerSitting, SystemRuns
@@ -86,6 +87,7 @@ class Tally:
 
     total: GenerationStats = field(default_factory=GenerationStats)  # every run's statistics, added up
     identical: int = 0
+    near_ties: int = 0  # answers that differ from plain where the target's two best tokens were a near-tie
     runs: int = 0
     loop_medians: list[float] = field(default_factory=list)  # each run's median cycle
     accepted_lengths: Counter[int] = field(default_factory=Counter)  # verify passes with a draft, by accepted
@@ -126,6 +128,7 @@ class Tally:
             "draft_share": round(t.draft_seconds / seconds, 3) if seconds else 0.0,
             "verify_share": round(t.verify_seconds / seconds, 3) if seconds else 0.0,
             "identical": self.identical,
+            "near_ties": self.near_ties,
             "runs": self.runs,
             "all_identical": self.identical == self.runs,
             "drafter_failures": t.drafter_failures,
@@ -271,7 +274,11 @@ class _Sitting:
             tallies[mode].add(spec, identical)
             tallies[mode].add_cycles([e for e in events if isinstance(e, CycleReport)])
             self.systems[mode].results[key] = result_of(spec, speculative=True)
-            self.report.runs.append(_run_record(task, mode, spec, identical))
+            record = _run_record(task, mode, spec, identical)
+            if divergence := first_divergence(target, prompt.prompt, plain.tokens, spec.tokens):
+                tallies[mode].near_ties += divergence.near_tie
+                record["divergence"] = divergence.as_dict()
+            self.report.runs.append(record)
 
 
 def _bench_task(target: LlamaTarget, task: Task) -> BenchTask:
@@ -309,7 +316,7 @@ def _run_record(task: Task, mode: str, finished: Finished, identical: bool) -> d
 
 def _print(report: Report) -> None:
     head = f"{'workload':<10} {'mode':<8} {'tok/s':>7} {'speedup':>7} {'accept':>6} {'acc/pass':>8} " \
-           f"{'draft%':>6} {'verify%':>7} {'identical':>9}"
+           f"{'draft%':>6} {'verify%':>7} {'identical':>9} {'near-ties':>9}"
     print(head)
     print("-" * len(head))
     for r in report.rows:
@@ -319,13 +326,24 @@ def _print(report: Report) -> None:
               f"{'' if plain else format(r['mean_accepted_length'], '.2f'):>8} "
               f"{'' if plain else format(r['draft_share'], '.0%'):>6} "
               f"{'' if plain else format(r['verify_share'], '.0%'):>7} "
-              f"{'' if plain else str(r['identical']) + '/' + str(r['runs']):>9}")
+              f"{'' if plain else str(r['identical']) + '/' + str(r['runs']):>9} "
+              f"{'' if plain or not r['near_ties'] else r['near_ties']:>9}")
+    _print_mismatches(report)
     _print_events(report)
     _print_loop(report)
     _print_costs(report)
     drafters = report.settings.get("drafters", {})
     print(f"target {report.settings.get('target')}; drafters {drafters}; greedy, {report.settings['max_tokens']} "
           f"tokens, {report.settings['limit']} prompts per workload")
+
+
+def _print_mismatches(report: Report) -> None:
+    """Answers that differ from plain's where the target did not nearly tie: each is a defect to look into."""
+    for r in report.runs:
+        d = r.get("divergence")
+        if isinstance(d, dict) and not d["near_tie"]:
+            print(f"NOT A NEAR-TIE: {r['workload']} {r['task_id']} {r['mode']} differs from plain at token {d['at']} "
+                  f"(logits {d['gap']} apart)")
 
 
 def _print_loop(report: Report) -> None:
