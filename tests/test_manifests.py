@@ -167,7 +167,16 @@ def test_the_memory_bound_target_is_the_default_targets_weights_converted_here()
         assert m.sources == (DerivedSource("qwen2.5-coder-1.5b", quantization),) and m.quantization == quantization
         assert m.same_tokenizer(manifests["qwen2.5-coder-1.5b"])
     f16 = load_pairs(manifests)["f16"]
-    assert (f16.target, f16.drafter) == ("qwen2.5-coder-1.5b-f16", "smollm2-135m")
+    assert (f16.target, f16.drafter) == ("qwen2.5-coder-1.5b-f16", "smollm2-135m-q8_0")
+
+
+def test_the_memory_bound_pair_s_drafter_is_the_default_drafter_s_weights_converted_here() -> None:
+    """Stored as Q8_0, SmolLM2 reads a prompt 1.8 times as fast as the shipped Q4_1 file (batched kernels), drafting
+    as the same weights do: the F16 pair's drafter."""
+    manifests = load_manifests()
+    q8 = manifests["smollm2-135m-q8_0"]
+    assert q8.sources == (DerivedSource("smollm2-135m", "Q8_0"),) and q8.quantization == "Q8_0"
+    assert q8.same_tokenizer(manifests["smollm2-135m"]) and not q8.same_tokenizer(manifests["qwen2.5-coder-1.5b"])
 
 
 def test_find_manifest_refuses_an_unknown_name_listing_the_known_ones() -> None:
