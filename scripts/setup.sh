@@ -237,7 +237,7 @@ main() {
         test)
             install_all
             # The real tier runs the default pair, the Qwen-0.5B transformers drafter and the F16 pair (its target
-            # derived from the default one's file, about a minute).
+            # and drafter derived from the default pair's files, about a minute).
             "$VENV/bin/ds4spec" models pull default qwen-drafter f16
             install_test_tools
             cd "$ROOT"
