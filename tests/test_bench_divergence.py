@@ -12,7 +12,7 @@ import pytest
 
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
-from ds4spec.bench.divergence import NEAR_TIE_LOGITS, first_divergence
+from ds4spec.bench.divergence import NEAR_TIE_LOGITS, Divergence, first_divergence
 from ds4spec.core.plain import GenerationRequest, generate_plain
 
 AT = 5  # where the answers below part
@@ -69,8 +69,6 @@ def test_a_token_the_target_did_not_nearly_choose_is_no_near_tie(
 
 
 def test_a_flip_within_the_margin_is_a_near_tie() -> None:
-    from ds4spec.bench.divergence import Divergence
-
     assert Divergence(3, NEAR_TIE_LOGITS / 2).near_tie and not Divergence(3, 2 * NEAR_TIE_LOGITS).near_tie
 
 

@@ -34,7 +34,7 @@ from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ReadingCosts
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.syntax import SyntaxTracker
-from ds4spec.policy.triggers import ANSWER_PRIOR, TriggerLearning, TriggerPolicy
+from ds4spec.policy.triggers import ANSWER_PRIOR, FIRST_TRY_SHORT, TriggerLearning, TriggerPolicy
 
 # Two places in Python code, as the tracker sees them: inside a comment (rule: 6 tokens) and inside a string
 # (rule: 4 tokens).
@@ -382,8 +382,6 @@ def test_where_earlier_answers_say_lookup_copies_wrong_its_first_try_in_a_new_an
     """HumanEval's answers are about 26 tokens: one rejected first try of the rule's 6 tokens (a comment) costs 3.5
     plain steps there. A new answer may still copy its input, so lookup is tried, but short (blind, where a pass
     over 3 tokens costs little more than a step)."""
-    from ds4spec.policy.triggers import FIRST_TRY_SHORT
-
     learning = _lookup_rejected_in_new_code(book, 30)
     second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     second.begin(DraftContext(text=b""))
@@ -670,8 +668,6 @@ def test_a_prose_answer_quoting_its_question_is_drafted_by_lookup_though_the_pro
     answers' quotes of their questions (1.07x) while the triggers never asked it there (1.02x). In a copy, lookup's
     figure is the copy's at any event: its first draft at the event is a short try, and once a quote's drafts are
     accepted a memory-bound target drafts longer ones."""
-    from ds4spec.policy.triggers import FIRST_TRY_SHORT
-
     policy = TriggerPolicy(book, "markdown", 16, ("lookup", "model"), TriggerLearning(profile))
     policy.begin(DraftContext(messages=(ChatMessage("user", QUESTION),)))
     policy.observe(0, 0, 0, 1.0, "none")
