@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,6 +104,35 @@ def test_a_curve_measured_while_something_else_ran_is_measured_again_and_not_kep
     assert consistent({1: 0.00030, 2: 0.00041, 3: 0.00022})  # a tiny model's microseconds: noise, not a disturbance
     # The tiny model with AVX2-only kernels, every time: a pass over 64 tokens costs half of one over 48.
     assert consistent({1: 0.000103, 32: 0.00160, 48: 0.00256, 64: 0.00126})
+
+
+def test_a_span_slow_in_every_attempt_is_timed_again_alone_until_its_real_cost_shows(
+    target: LlamaTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the AVX2 machine the Q4_K_M target's pass over 12 tokens took 516 ms or 600 to 690 ms, about half the time
+    each, so whole curves dipped by up to 29% at 16 tokens, three attempts could all be rejected, and the machine's
+    curve was never cached. Here the 12-token pass stalls 30 ms in its first six passes (all three attempts)."""
+    from ds4spec.policy import profile
+
+    stalls = {"left": 2 * profile.ATTEMPTS}
+    eval_span = target.eval_span
+
+    def stalling(tokens: list[int]) -> object:
+        if len(tokens) == 12 and stalls["left"]:
+            stalls["left"] -= 1
+            time.sleep(0.03)
+        return eval_span(tokens)
+
+    monkeypatch.setattr(target, "eval_span", stalling)
+    spans = profile._timed(target, SPANS, profile.REPEATS, profile.ATTEMPTS)
+    assert stalls["left"] == 0 and consistent(spans) and spans[12] < 0.03
+
+
+def test_a_dip_names_the_spans_that_cost_more_than_a_longer_one() -> None:
+    from ds4spec.policy.profile import dipped
+
+    assert dipped({1: 0.070, 8: 0.463, 12: 0.612, 16: 0.473, 24: 0.828}) == [12]  # measured, AVX2
+    assert dipped(CPU.spans) == []
 
 
 def test_a_disturbed_cached_curve_is_measured_afresh(target: LlamaTarget) -> None:
