@@ -124,6 +124,13 @@ def _timed(target: LlamaTarget, spans: tuple[int, ...], repeats: int, attempts: 
     tokens = line * (1 + (prefix + usable[-1]) // max(len(line), 1))
     target.reset()
     best: dict[int, float] = {}
+
+    def time_span(n: int) -> None:
+        start = time.perf_counter()
+        target.eval_span(tokens[prefix : prefix + n])
+        best[n] = min(best.get(n, float("inf")), time.perf_counter() - start)
+        target.rollback(prefix)
+
     try:
         target.eval_prompt(tokens[:prefix])
         for n in (2, *[1] * WARM_STEPS):  # the first batched pass sets buffers up; the first steps run slow
@@ -133,20 +140,14 @@ def _timed(target: LlamaTarget, spans: tuple[int, ...], repeats: int, attempts: 
             for _ in range(repeats):
                 # Span 1 twice: every ratio divides by it, and one slow pass there makes all drafts look cheap.
                 for n in (*usable, 1):
-                    start = time.perf_counter()
-                    target.eval_span(tokens[prefix : prefix + n])
-                    best[n] = min(best.get(n, float("inf")), time.perf_counter() - start)
-                    target.rollback(prefix)
+                    time_span(n)
             if consistent(best):
                 break
         for _ in range(RETIMES):  # a span slower than a longer one: timed again, alone, until its fastest shows
             if not (slow := dipped(best)):
                 break
             for n in slow:
-                start = time.perf_counter()
-                target.eval_span(tokens[prefix : prefix + n])
-                best[n] = min(best[n], time.perf_counter() - start)
-                target.rollback(prefix)
+                time_span(n)
     finally:
         target.reset()
     return best

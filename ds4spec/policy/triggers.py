@@ -293,8 +293,7 @@ class TriggerPolicy(DraftPolicy):
         if untried != ["lookup"] or not learning.lookup_taught:
             return k
         table = learning.costs.tables["lookup"]
-        alpha = learning.lookup.model(self.copies.copy).alpha
-        best, rate = best_length(table, alpha, [n for n in table.ranked_lengths(k) if n <= k])
+        best, rate = self._lookup_best_up_to(k)
         if rate > 1.0 / plain:
             return min(k, best)
         # What earlier answers taught says no, but this one may copy its input: where the text shows it doing so,
@@ -311,8 +310,12 @@ class TriggerPolicy(DraftPolicy):
         """Lookup's first draft at an event while the text copies its prompt, and its rate: the length the copy's
         figure says pays best, no longer than a first try (the rule's length, and a short try where the rule says
         0: a prose rule cannot know that the answer is quoting)."""
+        return self._lookup_best_up_to(min(self.draft_max, max(model.rule.length, FIRST_TRY_SHORT)))
+
+    def _lookup_best_up_to(self, longest: int) -> tuple[int, float]:
+        """Of lookup's lengths up to ``longest``, the one with the best expected rate by the figure for where the
+        text is (a copy of the prompt or not), and that rate."""
         table = self.learning.costs.tables["lookup"]
-        longest = min(self.draft_max, max(model.rule.length, FIRST_TRY_SHORT))
         alpha = self.learning.lookup.model(self.copies.copy).alpha
         return best_length(table, alpha, [n for n in table.ranked_lengths(longest) if n <= longest])
 
