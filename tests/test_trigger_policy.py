@@ -28,6 +28,7 @@ from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
+from ds4spec.policy.copying import QUOTE_PRIOR, SHORT_COPY_PRIOR
 from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.probing import FIRST_PROBE_AFTER
 from ds4spec.policy.profile import VerifyProfile
@@ -660,35 +661,59 @@ def test_a_short_copy_is_drafted_by_its_own_figure_however_sure_long_copies_were
 QUESTION = "Why does the cache keep the oldest entries when the limit is reached?"
 
 
-@pytest.mark.parametrize("profile", [MEMORY_BOUND, COMPUTE_BOUND], ids=["memory-bound", "compute-bound"])
-def test_a_prose_answer_quoting_its_question_is_drafted_by_lookup_though_the_prose_rule_says_none(
-    book: RuleBook, profile: VerifyProfile
-) -> None:
-    """Markdown prose starts undrafted, and probes ask the model. On the F16 pair's prose, lookup alone drafted the
-    answers' quotes of their questions (1.07x) while the triggers never asked it there (1.02x). In a copy, lookup's
-    figure is the copy's at any event: its first draft at the event is a short try, and once a quote's drafts are
-    accepted a memory-bound target drafts longer ones."""
+QUOTING_ANSWER = b"Because it must keep the oldest entries when the limit is reached"
+QUOTE_AT = QUOTING_ANSWER.index(b"keep")  # "keep the oldest entries when the limit is reached": from the question
+
+
+def _quoting(book: RuleBook, profile: VerifyProfile) -> TriggerPolicy:
+    """A prose answer to QUESTION, 20 bytes into its quote of it, after a plain step that timed the yardstick."""
     policy = TriggerPolicy(book, "markdown", 16, ("lookup", "model"), TriggerLearning(profile))
     policy.begin(DraftContext(messages=(ChatMessage("user", QUESTION),)))
     policy.observe(0, 0, 0, 1.0, "none")
-    answer = b"Because it must keep the oldest entries when the limit is reached"
-    quote = answer.index(b"keep")
-    policy.extend(answer[:quote])
-    assert _at(policy, answer[:quote]) == 0 and policy.copies.copy == "none"
-    policy.extend(answer[quote : quote + 20])  # "keep the oldest entr": from the question
-    k = _at(policy, answer[: quote + 20])
+    policy.extend(QUOTING_ANSWER[:QUOTE_AT])
+    assert _at(policy, QUOTING_ANSWER[:QUOTE_AT]) == 0 and policy.copies.copy == "none"
+    policy.observe(0, 0, 0, 1.0, "none")
+    policy.extend(QUOTING_ANSWER[QUOTE_AT : QUOTE_AT + 20])
+    return policy
+
+
+def test_a_prose_answer_quoting_its_question_is_drafted_by_lookup_though_the_prose_rule_says_none(
+    book: RuleBook,
+) -> None:
+    """Markdown prose starts undrafted, and probes ask the model. On the F16 pair's prose, lookup alone drafted the
+    answers' quotes of their questions (1.07x) while the triggers never asked it there (1.02x). In a copy, lookup's
+    figure is the copy's at any event: on a memory-bound target its first draft at the event is a short try, and
+    once a quote's drafts are accepted it drafts longer ones."""
+    policy = _quoting(book, MEMORY_BOUND)
+    k = _at(policy, QUOTING_ANSWER[: QUOTE_AT + 20])
     assert policy.event == "markdown.prose" and policy.copies.copy == "short"
     assert 0 < k <= FIRST_TRY_SHORT and policy.source == "lookup"
     policy.observe(k, k, k, 1.0 + 0.3 * k, "lookup")
-    policy.extend(answer[quote + 20 : quote + 28])
-    longer = _at(policy, answer[: quote + 28])
-    assert longer > k if profile is MEMORY_BOUND else longer >= k
-    assert policy.source == "lookup"
+    policy.extend(QUOTING_ANSWER[QUOTE_AT + 20 : QUOTE_AT + 28])
+    assert _at(policy, QUOTING_ANSWER[: QUOTE_AT + 28]) > k and policy.source == "lookup"
     policy.extend(b" (an LRU would not).")
     for _ in range(3):
         policy.learning.lookup.fresh.observe(4, 0)  # lookup's drafts out of copies: wrong
     assert _at(policy, b"(an LRU would not).") == 0 and policy.copies.copy == "none"
-    assert policy.learning.lookup.short_copy.alpha > 0.8  # the quote's figure is its own
+    assert policy.learning.lookup.quote.alpha > 0.8  # the quote's figure is its own
+    assert policy.learning.lookup.short_copy.alpha == SHORT_COPY_PRIOR  # and not the edits' short copies'
+
+
+def test_on_a_compute_bound_target_a_quote_is_drafted_only_once_plain_steps_show_it_going_on(book: RuleBook) -> None:
+    """A quote's first drafts are right 64 to 75% of the time (the replay), and on a compute-bound target (a pass over
+    2 tokens at 1.6 to 2 plain steps) no length pays at that: at the edits' prior of 0.9 the default pair's triggers
+    drafted prose quotes at 22 to 38% accepted and ran at 0.91x and 0.96x, lookup alone at 1.01x. Plain steps that
+    write what the quote says next teach its figure, and then it is drafted."""
+    policy = _quoting(book, COMPUTE_BOUND)
+    at = QUOTE_AT + 20
+    assert _at(policy, QUOTING_ANSWER[:at]) == 0 and policy.copies.copy == "short"
+    assert policy.copies.figure().alpha == pytest.approx(QUOTE_PRIOR)
+    plain_steps = 0
+    while (k := _at(policy, QUOTING_ANSWER[:at])) == 0 and at < len(QUOTING_ANSWER):
+        policy.observe(0, 0, 0, 1.0, "none")
+        policy.extend(QUOTING_ANSWER[at : at + 2])  # the target goes on with the quote
+        at, plain_steps = at + 2, plain_steps + 1
+    assert k > 0 and policy.source == "lookup" and 2 <= plain_steps <= 5
 
 
 @pytest.mark.parametrize("copied", [COPIED, COPIED_LONG])

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
-from ds4spec.policy.copying import Copy, CopyWatch, LookupAcceptance
+from ds4spec.policy.copying import CopyWatch, LookupAcceptance
 from ds4spec.policy.gate import (
     CARRIED_TRIALS,
     OPTIMISTIC_ALPHA,
@@ -122,9 +122,6 @@ class TriggerLearning:
         self.lookup_taught = False  # whether any of lookup's drafts was judged yet
         self.model_token_seconds = 0.0  # a model's drafted token, as measured at load (0: not measured)
 
-    def alpha(self, model: EventModel, source: str, copy: Copy) -> float:
-        return self.lookup.model(copy).alpha if source == "lookup" else model.acceptance.alpha
-
     def new_generation(self) -> None:
         if self.written:
             last = float(self.written)
@@ -182,7 +179,7 @@ class TriggerPolicy(DraftPolicy):
         self.event = f"{family.name}.{event}"
         model = self._current = self.learning.model(self.event, family.rule(event))
         self._unread_asked = (self._prompt_unread, self._unread)
-        self.copies.look()
+        self.copies.look(prose=family.prose)  # inside a fence the family is the fenced language
         k, self.source = self._choose(model)
         if k:
             self.copies.drafting()
@@ -316,7 +313,7 @@ class TriggerPolicy(DraftPolicy):
         """Of lookup's lengths up to ``longest``, the one with the best expected rate by the figure for where the
         text is (a copy of the prompt or not), and that rate."""
         table = self.learning.costs.tables["lookup"]
-        alpha = self.learning.lookup.model(self.copies.copy).alpha
+        alpha = self.copies.figure().alpha
         return best_length(table, alpha, [n for n in table.ranked_lengths(longest) if n <= longest])
 
     @staticmethod
@@ -324,9 +321,13 @@ class TriggerPolicy(DraftPolicy):
         """One source when one is named; ``any`` (both untried) lets a hybrid try lookup, then the model."""
         return sources[0] if len(sources) == 1 else "any"
 
+    def _alpha(self, model: EventModel, source: str) -> float:
+        """The acceptance of ``source``'s drafts here: lookup's by where the text is (a copy or not)."""
+        return self.copies.figure().alpha if source == "lookup" else model.acceptance.alpha
+
     def _promise(self, model: EventModel, source: str) -> float:
         """What a probe of ``source`` here may find: its acceptance, lookup's only where it has matches."""
-        alpha = self.learning.alpha(model, source, self.copies.copy)
+        alpha = self._alpha(model, source)
         return alpha * model.matches.alpha if source == "lookup" and "model" in self.sources else alpha
 
     def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:
@@ -344,7 +345,7 @@ class TriggerPolicy(DraftPolicy):
         """The measured length with the best expected rate; while the longest measured one is the best, the next
         longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
-        alpha = self.learning.alpha(model, source, self.copies.copy)
+        alpha = self._alpha(model, source)
         extra = self._reading if source == "model" else _nothing
         if table.profile.measured:  # every length's cost is known well enough: no need to climb
             return best_length(table, alpha, table.ranked_lengths(self.draft_max), extra)
@@ -391,7 +392,7 @@ class TriggerPolicy(DraftPolicy):
             return
         model.attempts[source] += 1
         if source == "lookup":
-            self.learning.lookup.model(self.copies.copy).observe(drafted, accepted)
+            self.copies.figure().observe(drafted, accepted)
             self.learning.lookup_drafts += 1
             self.learning.lookup_taught = True
         else:
