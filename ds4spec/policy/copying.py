@@ -152,7 +152,8 @@ class LookupGate(GatedPolicy):
         self.copies.extend(committed)
 
     def draft_length(self) -> int:
-        self.acceptance = self.lookup.model(self.copies.look())  # what ``observe`` teaches, too
+        self.copies.look()
+        self.acceptance = self.copies.figure()  # what ``observe`` teaches, too
         k = super().draft_length()
         if k:
             self.copies.drafting()
