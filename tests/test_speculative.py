@@ -260,6 +260,30 @@ def test_token_budget_inside_an_accepted_span_ends_where_plain_ends(target: Llam
     assert spec.stats.committed_tokens == plain.stats.committed_tokens
 
 
+class ObservedLength(FixedLength):
+    """A fixed length that keeps how many tokens each observed cycle drafted."""
+
+    def __init__(self, draft_max: int) -> None:
+        super().__init__(draft_max)
+        self.drafted: list[int] = []
+
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float, source: str = "") -> None:
+        self.drafted.append(drafted)
+
+
+@pytest.mark.parametrize("max_tokens", [8, 13])
+def test_the_cycle_that_ends_the_answer_is_observed(target: LlamaTarget, max_tokens: int) -> None:
+    """A policy's figures outlive one answer, so the drafting cycle that reaches the budget is told to it like any
+    other: every drafting cycle the loop reported is one the policy observed."""
+    prompt = PROMPTS[0]
+    full = run_plain(target, _request(target, prompt, max_tokens=40))
+    policy = ObservedLength(8)
+    spec, reports, _ = run_spec(target, OracleDrafter(target.tokenizer.detokenize(full.tokens)),
+                                _request(target, prompt, max_tokens=max_tokens), prompt, policy=policy)
+    assert spec.reason is FinishReason.LENGTH and reports
+    assert [d for d in policy.drafted if d] == [r.drafted for r in reports]
+
+
 def test_stop_string_inside_an_accepted_span_ends_where_plain_ends(target: LlamaTarget) -> None:
     for prompt in PROMPTS:
         full = run_plain(target, _request(target, prompt, max_tokens=40))

@@ -152,16 +152,18 @@ class _Cycle:
                 yield CycleReport(len(draft), verdict.accepted, draft_seconds, verify_seconds, self.policy.event)
                 outside += time.perf_counter() - handed
             committed = [*draft[: verdict.accepted], verdict.token]
+            finished: FinishReason | None = None
             for i, token in enumerate(committed):
                 own = i == len(committed) - 1
-                chunk, reason = self.out.commit(token, Provenance.TARGET if own else Provenance.DRAFT)
+                chunk, finished = self.out.commit(token, Provenance.TARGET if own else Provenance.DRAFT)
                 if chunk:
                     handed = time.perf_counter()
                     yield chunk
                     outside += time.perf_counter() - handed
-                if reason:
-                    return reason
-            self._follow(self.tok.detokenize(committed))
+                if finished:
+                    break
+            if not finished:
+                self._follow(self.tok.detokenize(committed))
             spent = time.perf_counter() - start
             if not self.policy.charges_reading:
                 spent -= sync_seconds  # a catch-up is no cost of this draft's length...
@@ -169,8 +171,11 @@ class _Cycle:
                     self.catch_up.incur(sync_seconds, self.request.max_tokens - len(self.out.tokens))
                 if draft:  # ...but it is a cost of drafting: the cycles that draft pay it off
                     spent += self.catch_up.instalment()
+            # The cycle that ends the answer is observed too: a policy's figures outlive one answer.
             self.policy.observe(requested, len(draft), verdict.accepted, spent, source)
             self.loop_samples.append(time.perf_counter() - start - model_seconds - outside)
+            if finished:
+                return finished
             pending = verdict.token
 
     def _follow(self, committed: bytes) -> None:
