@@ -102,8 +102,9 @@ def test_plain_decoding_of_a_chat_answer_ends_with_end_of_generation(real_target
 def test_a_cached_verify_curve_that_no_longer_holds_is_measured_again(
         real_target: LlamaTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A flat curve (as a GPU's) cached for this CPU target: one timed span shows it wrong, and the machine's own
-    curve replaces it, which a load an hour later checks and keeps. On AVX2 and AVX-512 alike a pass over 4 tokens
-    of the Q4_K_M target costs 3 plain steps or more, a flat curve's 1.05."""
+    curve replaces it, which a load an hour later checks and keeps. On AVX2 and AVX-512 alike a pass over 3 tokens
+    of the Q4_K_M target costs about 2 plain steps or more (2.2 to 2.4 on AVX2), a flat curve's 1.02: the bound of
+    1.5 holds on a busy machine too."""
     from ds4spec.policy.profile import cache_file, fingerprint, profile_for
 
     monkeypatch.setenv("DS4SPEC_HOME", str(tmp_path))
@@ -112,7 +113,7 @@ def test_a_cached_verify_curve_that_no_longer_holds_is_measured_again(
     cache_file().write_text(json.dumps({fingerprint(real_target): flat}), encoding="utf-8")
     fresh = profile_for(real_target, announce=False)
     assert fresh.source == "measured"
-    assert fresh.ratio(3) > 2.0, fresh.spans
+    assert fresh.ratio(3) > 1.5, fresh.spans
     an_hour_later = time.time() + 3601  # checked again, and it holds
     again = profile_for(real_target, announce=False, now=an_hour_later)
     assert again.source == "cached" and again.spans == pytest.approx(fresh.spans)
