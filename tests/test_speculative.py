@@ -278,9 +278,9 @@ def test_the_cycle_that_ends_the_answer_is_observed(target: LlamaTarget, max_tok
     prompt = PROMPTS[0]
     full = run_plain(target, _request(target, prompt, max_tokens=40))
     policy = ObservedLength(8)
-    spec, reports, _ = run_spec(target, OracleDrafter(target.tokenizer.detokenize(full.tokens)),
-                                _request(target, prompt, max_tokens=max_tokens), prompt, policy=policy)
-    assert spec.reason is FinishReason.LENGTH and reports
+    _, reports, _ = run_spec(target, OracleDrafter(target.tokenizer.detokenize(full.tokens)),
+                             _request(target, prompt, max_tokens=max_tokens), prompt, policy=policy)
+    assert reports  # the oracle drafted: there are drafting cycles to be told of
     assert [d for d in policy.drafted if d] == [r.drafted for r in reports]
 
 
