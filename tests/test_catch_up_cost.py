@@ -74,11 +74,16 @@ class ConvincedGate(GatedPolicy):
     costs can stop it: the tiny model's gibberish is often tokenized differently when re-tokenized, so real
     acceptance here says nothing. The catch-up is charged in the loop, before any policy sees the cycle, so the
     triggers (the default policy) see the same cost through the same ``observe``. It keeps what it was told of
-    each cycle: how many tokens it asked for (0 for a plain step) and what the cycle cost."""
+    each cycle: how many tokens it asked for (0 for a plain step) and what the cycle cost.
+
+    It starts from the plain step the profile measured, as the first of the steps it settles on (the fastest of
+    them): a first step the scheduler stalled (200 ms of a 5 ms target, now and then on a busy machine) would
+    otherwise be its only yardstick while it drafts, and make every draft look cheap."""
 
     def __init__(self, profile: VerifyProfile) -> None:
         super().__init__(DRAFT_MAX, CycleCosts(profile), AcceptanceModel(prior=0.99, weight=1000.0),
                          model_misses=True)
+        self.costs.observe(0, profile.spans[1])
         self.cycles: list[tuple[int, float]] = []
 
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float, source: str = "") -> None:
