@@ -29,6 +29,7 @@ from ds4spec.policy.profile import VerifyProfile, measure
 PROMPT = b"def fib(n):\n"
 BUDGET = 96
 DRAFT_MAX = 8
+DEAR_S = 0.2  # an expensive catch-up
 
 
 class DearCatchUp(OracleDrafter):
@@ -109,7 +110,8 @@ def run(target: LlamaTarget, profile: VerifyProfile, prompt_s: float,
 
 def test_a_drafter_whose_every_catch_up_is_dear_stops_being_asked(target: LlamaTarget,
                                                                    profile: VerifyProfile) -> None:
-    """Each catch-up after the prompt's costs 50 ms, tens of the target's steps: a cycle that drafts costs far more
+    """Each catch-up after the prompt's costs 200 ms, 40 or more of the target's steps (at 50 ms, on a machine whose
+    steps took 5 ms, a 9-token draft nearly paid, and a slower minute made it pay): a cycle that drafts costs far more
     than the tokens it wins. The first draft is cheap (its catch-up read only the prompt, for free), so the gate
     drafts on for a few cycles; then it stops, and asks again only to probe, with back-off: each probe at least
     twice as far from the one before as that was from its own predecessor, so no more than three fit.
@@ -117,13 +119,13 @@ def test_a_drafter_whose_every_catch_up_is_dear_stops_being_asked(target: LlamaT
     How many dear cycles it pays before it stops depends on the plain step, measured on a machine that may be busy
     (a measurement far above the estimate is first taken for a stall, and the estimate climbs by half each time):
     three, usually; four leave a margin of 75% on the step."""
-    drafter, gate = run(target, profile, prompt_s=0.0, cycle_s=0.05)
+    drafter, gate = run(target, profile, prompt_s=0.0, cycle_s=DEAR_S)
     asks = [i for i, (requested, _) in enumerate(gate.cycles) if requested]
     assert len(asks) == drafter.proposals
     gaps = [b - a for a, b in pairwise(asks)]
     ramp = next((i for i, gap in enumerate(gaps) if gap >= FIRST_PROBE_AFTER), len(gaps)) + 1
     assert 2 <= ramp <= 5, (asks, gate.cycles)  # the cheap first draft, and at most four dear ones
-    assert all(gate.cycles[i][1] >= 0.05 for i in asks[1:]), gate.cycles  # every later catch-up was paid for
+    assert all(gate.cycles[i][1] >= DEAR_S for i in asks[1:]), gate.cycles  # every later catch-up was paid for
     probe_gaps = gaps[ramp - 1:]
     assert all(later >= 2 * earlier for earlier, later in pairwise(probe_gaps)), asks
     assert len(probe_gaps) <= 3, asks
