@@ -178,7 +178,7 @@ class GarbageDrafter(RaisingDrafter):
 
 class TimedModel(Drafter):
     """A model drafter whose every proposal takes ``seconds``, and reading its text ``read_per_byte`` seconds a
-    byte; counts its proposals."""
+    byte; counts its proposals and the generations it was told of."""
 
     name = "timed"
 
@@ -186,9 +186,11 @@ class TimedModel(Drafter):
         self.seconds = seconds
         self.read_per_byte = read_per_byte
         self.proposals = 0
+        self.begins = 0
         self._unread = 0
 
     def begin(self, context: DraftContext) -> None:
+        self.begins += 1
         self._unread = len(context.text or b"")
 
     def prepare(self, source: str = "any") -> None:

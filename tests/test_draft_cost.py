@@ -155,26 +155,29 @@ def target(tiny_bpe_gguf: Path) -> Iterator[LlamaTarget]:
         yield t
 
 
+@pytest.mark.parametrize("background", [False, True], ids=["on-demand", "background"])
 @pytest.mark.parametrize("triggers", [True, False], ids=["triggers", "gate"])
 def test_an_engine_never_asks_a_model_that_cannot_pay_and_its_output_equals_plain(
-    target: LlamaTarget, triggers: bool, capsys: pytest.CaptureFixture[str]
+    target: LlamaTarget, triggers: bool, background: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A model a hundred times slower than the tiny target's step: measured once at load, never asked again."""
+    """A model a hundred times slower than the tiny target's step: measured once at load, never asked again, and
+    not told of the text either (with a GPU it would read it beside the target's passes)."""
     prompt = "import os\nimport sys\nimport os\nimport sys\nimport os\n"
     plain = run_plain(target, GenerationRequest(target.tokenizer.tokenize(prompt.encode(), add_special=True),
                                                 max_tokens=48))
     model = TimedModel(0.05)
     lookup = ClairvoyantLookup(target.tokenizer.detokenize(plain.tokens))
-    drafter = GuardedDrafter(HybridDrafter(lookup, model), background=False)
+    drafter = GuardedDrafter(HybridDrafter(lookup, model), background=background)
     rules = load_rulebook() if triggers else None
     engine = Engine.assemble(Settings(warmup=0, max_tokens=48, language="python"), target, drafter, rules)
     assert engine.memory is not None and engine.memory.sources == ("lookup",)
     # The user is told, on stderr.
     assert "ds4spec: note: hybrid(oracle+timed) drafts too slowly" in capsys.readouterr().err
-    measured = model.proposals
+    measured, begun = model.proposals, model.begins
     finished = list(engine.complete(prompt))[-1]
     assert isinstance(finished, Finished)
     assert finished.tokens == plain.tokens
-    assert model.proposals == measured  # not one draft asked of it
+    assert drafter.settle()
+    assert (model.proposals, model.begins) == (measured, begun)  # not one draft asked of it, no text told
     assert finished.stats.accepted_tokens > 0  # lookup is still asked
     drafter.close()

@@ -31,6 +31,9 @@ class RecordingDrafter(Drafter):
         time.sleep(self.prepare_s)
         self.calls.append(("prepare", source))
 
+    def follow_only(self, sources: tuple[str, ...]) -> None:
+        self.calls.append(("follow_only", sources))
+
     def propose(self, max_tokens: int) -> Draft:
         self.calls.append(("propose", max_tokens))
         return Draft(b" more", "model", 1)
@@ -69,6 +72,30 @@ def test_with_background_the_drafter_follows_the_text_and_reads_its_prompt_at_on
     guard.propose(4, source="lookup")
     assert drafter.calls == [("begin", b"prompt"), ("prepare", "any"), ("extend", b"a"), ("extend", b"bc"),
                              ("propose_from:lookup", 4)]
+    guard.close()
+
+
+@pytest.mark.parametrize("background", [True, False], ids=["background", "on-demand"])
+def test_a_drafter_none_of_whose_sources_will_be_asked_follows_no_text(background: bool) -> None:
+    """The cost check ruled every source out: the drafter is left alone for good, and nothing is proposed."""
+    drafter = RecordingDrafter()
+    guard = GuardedDrafter(drafter, background=background)
+    guard.follow_only(())
+    _follow(guard, [b"a", b"bc"])
+    assert guard.propose(4, source="model").text == b""
+    assert guard.settle()
+    assert drafter.calls == []
+    guard.close()
+
+
+def test_the_sources_that_will_be_asked_are_passed_on_to_the_drafter() -> None:
+    drafter = RecordingDrafter()
+    guard = GuardedDrafter(drafter, background=True)
+    guard.follow_only(("lookup",))
+    _follow(guard, [b"a"])
+    assert guard.propose(4, source="lookup").text == b" more"
+    assert drafter.calls == [("follow_only", ("lookup",)), ("begin", b"prompt"), ("prepare", "any"),
+                             ("extend", b"a"), ("propose_from:lookup", 4)]
     guard.close()
 
 

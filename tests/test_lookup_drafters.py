@@ -223,6 +223,29 @@ def test_hybrid_keeps_the_model_in_sync() -> None:
     assert model.closed
 
 
+def test_a_hybrid_whose_model_will_never_be_asked_leaves_it_alone_from_the_next_generation() -> None:
+    """The cost check ruled the model out: following the text would be its work for nothing (on a GPU, reading
+    the text beside the target's passes)."""
+    model = ScriptedModel()
+    hybrid = HybridDrafter(LookupDrafter(), model)
+    hybrid.begin(DraftContext(text=b"a = 1\n"))
+    hybrid.follow_only(("lookup",))
+    hybrid.extend(b"b")  # the generation under way goes on as it started
+    assert model.committed == b"b"
+    hybrid.begin(DraftContext(text=b"print(x)\nprint(y)\npri"))
+    assert hybrid.propose(2) == Draft(b"nt(y)\np", "lookup", 0, ())  # lookup drafts as before
+    hybrid.extend(b"zqk")
+    hybrid.prepare("model")
+    assert len(model.contexts) == 1 and model.committed == b"b"
+    assert hybrid.propose(3) is NO_DRAFT  # no match, and the model is not asked
+    assert hybrid.propose_from("model", 3) is NO_DRAFT
+    assert hybrid.propose_until(3, lambda text: True) is NO_DRAFT
+    assert model.proposals == 0
+    hybrid.follow_only(("lookup", "model"))
+    hybrid.begin(DraftContext(text=b"zqk"))
+    assert hybrid.propose(3).source == "model" and len(model.contexts) == 2
+
+
 def renamed_reference(text: bytes, start: int, renames: dict[bytes, bytes]) -> bytes:
     """Independent of the drafter: the text from ``start`` with whole identifiers (of the whole text) renamed."""
     out, last = bytearray(), start

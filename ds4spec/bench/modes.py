@@ -81,15 +81,25 @@ class ModePlan:
             return FixedLength(self.settings.draft_max)
         return self.memory.policy(self.rules, task_language(task), self.settings.draft_max)
 
+    def fresh_policy(self, task: Task) -> DraftPolicy:
+        """What ``policy`` would give a new engine, which has learned nothing yet (for an untimed warm-up run)."""
+        m = self.memory
+        fresh = ModePlan(self.name, self.settings, self.drafter, self.rules,
+                         PolicyMemory(m.profile, m.drafter_sources, m.costs), self.fixed)
+        return fresh.policy(task, False)
 
-def load_mode(settings: Settings, mode: str, profile: VerifyProfile) -> ModePlan:
-    """The mode's drafter and rules, its sources' costs measured against ``profile`` (the target is idle)."""
+
+def load_mode(settings: Settings, mode: str, profile: VerifyProfile, fixed: bool = False) -> ModePlan:
+    """The mode's drafter and rules, its sources' costs measured against ``profile`` (the target is idle); the
+    sources the cost check rules out are not followed, unless a fixed length (``fixed``, fixed-N) asks them."""
     chosen = mode_settings(settings, mode)
     rules = load_rules(chosen)  # a broken rule file fails before the drafter loads
     drafter = load_drafter(chosen)
     if drafter is None:
         raise UsageError(f"--mode {mode!r} has no drafter to compare with plain decoding")
     memory = PolicyMemory.measure(drafter, profile, chosen.draft_max, check=chosen.cost_check)
+    if not (fixed or fixed_length(mode)):
+        drafter.follow_only(memory.sources)
     return ModePlan(mode, chosen, drafter, rules, memory, fixed_length(mode))
 
 

@@ -93,6 +93,10 @@ class Drafter(ABC):
         """Reads the committed text now (a model evaluates it), so that the next ``propose`` from ``source`` only
         drafts. A drafter without a model has nothing to do."""
 
+    def follow_only(self, sources: tuple[str, ...]) -> None:  # noqa: B027 - optional: one source has nothing to drop
+        """Only ``sources`` will be asked from now on (the cost check ruled the others out): a drafter of several
+        sources may stop following the text for the others, whose reading would be work for nothing."""
+
     def propose_from(self, source: str, max_tokens: int) -> Draft:
         """A draft from ``source`` only (one of ``sources``); a drafter with one source just proposes."""
         return self.propose(max_tokens)

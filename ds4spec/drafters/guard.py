@@ -3,7 +3,8 @@
 Calls run in order on one worker thread. ``propose`` waits with a deadline. A drafter that raises, hangs past
 the deadline, or returns something that is not a ``Draft`` of bytes yields no draft for that cycle, and the
 failure is counted. After a hang or a failed ``begin``/``extend`` its state is unknown, so it is benched until
-the next generation (and until the hung call has returned).
+the next generation (and until the hung call has returned). A drafter none of whose sources will be asked
+(``follow_only``: the cost check ruled them all out) is left alone altogether: it follows no text.
 
 When to follow the text: with ``background`` (cores to spare, or a GPU), ``begin`` and ``extend`` are queued
 without waiting and ``prepare`` makes a model drafter read its prompt while the target reads its own. On a
@@ -77,12 +78,23 @@ class GuardedDrafter:
         self._lock = threading.Lock()  # guards the two flags below, between the worker and close()
         self._running = False
         self._closed = False
+        self._asked = True  # False: no source of it will be asked, so it follows nothing (``follow_only``)
 
     @property
     def available(self) -> bool:
         return not self._benched
 
+    def follow_only(self, sources: tuple[str, ...]) -> None:
+        """Only ``sources`` will be asked from now on (the cost check's verdict, between generations): with none,
+        the drafter is left alone for good; else it may stop following the text for the others. On a GPU a drafter
+        that follows the text reads it on the GPU beside the target's passes, asked or not."""
+        self._asked = bool(sources)
+        if self._asked:
+            self.call_alone(lambda drafter: drafter.follow_only(sources))
+
     def begin(self, context: DraftContext) -> None:
+        if not self._asked:
+            return
         if self._last is not None and not self._last.done():
             self._benched = True  # a call from an earlier generation is still hanging
             return
@@ -95,11 +107,11 @@ class GuardedDrafter:
     def warm(self) -> None:
         """With ``background``: a model drafter reads its prompt now, while the target reads its own, rather
         than inside the first measured cycle. Without: nothing (it reads it when first asked for a draft)."""
-        if self.background and not self._benched:
+        if self.background and self._asked and not self._benched:
             self._last = self._submit(self._quietly, self.drafter.prepare, "any")
 
     def extend(self, committed: bytes) -> None:
-        if self._benched or not committed:
+        if self._benched or not self._asked or not committed:
             return
         if self.background:
             self._last = self._submit(self._quietly, self.drafter.extend, committed)
@@ -109,7 +121,7 @@ class GuardedDrafter:
     def propose(self, max_tokens: int, source: str = "any", enough: Enough | None = None) -> Draft:
         """The drafter's proposal (from ``source`` only, unless ``any``; a model stopping once ``enough``), or
         ``NO_DRAFT`` when it fails."""
-        if self._benched or max_tokens <= 0:
+        if self._benched or not self._asked or max_tokens <= 0:
             return NO_DRAFT
         sync_seconds = read_seconds = 0.0
         if not self.background:

@@ -15,7 +15,8 @@ class HybridDrafter(Drafter):
 
     Both sub-drafters see every ``begin`` and ``extend``, also while lookup is the one proposing: the model's
     ``extend`` is incremental and cheap, and a model that fell behind would have to re-read the whole text the
-    first time lookup has nothing.
+    first time lookup has nothing. Unless the model will never be asked (``follow_only``): then it is left alone,
+    and every draft is lookup's.
     """
 
     def __init__(self, lookup: Drafter, model: Drafter) -> None:
@@ -23,21 +24,32 @@ class HybridDrafter(Drafter):
         self.model = model
         self.name = f"hybrid({lookup.name}+{model.name})"
         self.sources = ("lookup", "model")
+        self._model_asked = True
+        self._model_follows = True  # in this generation: what _model_asked was at its begin
+
+    def follow_only(self, sources: tuple[str, ...]) -> None:
+        """Without ``model`` among ``sources``, the model stops following the text (from the next ``begin``)."""
+        self._model_asked = "model" in sources
 
     def begin(self, context: DraftContext) -> None:
-        """Starts both sub-drafters on the same context."""
+        """Starts both sub-drafters on the same context (lookup alone when the model is never asked)."""
         self.lookup.begin(context)
-        self.model.begin(context)
+        self._model_follows = self._model_asked
+        if self._model_follows:
+            self.model.begin(context)
 
     def extend(self, committed: bytes) -> None:
         """Keeps both sub-drafters in step with the committed text."""
         self.lookup.extend(committed)
-        self.model.extend(committed)
+        if self._model_follows:
+            self.model.extend(committed)
 
     def prepare(self, source: str = "any") -> None:
         """The model reads the text when it will be asked: for ``model``, and for ``any`` when lookup has no match
         (asking lookup costs nothing; the model's first read of a long prompt costs a second on a CPU, and measured
         on the F16 pair's edits, reads that lookup's match then made useless took 30% of the time)."""
+        if not self._model_follows:
+            return
         if source == "model" or (source == "any" and not self.lookup.propose(1).text):
             self.model.prepare()
 
@@ -46,6 +58,8 @@ class HybridDrafter(Drafter):
         draft = self.lookup.propose(max_tokens)
         if draft.text:
             return draft
+        if not self._model_follows:
+            return NO_DRAFT
         draft = self.model.propose(max_tokens)
         return draft if draft.text else NO_DRAFT
 
@@ -54,7 +68,7 @@ class HybridDrafter(Drafter):
         if source == "lookup":
             return self.lookup.propose(max_tokens)
         if source == "model":
-            return self.model.propose(max_tokens)
+            return self.model.propose(max_tokens) if self._model_follows else NO_DRAFT
         return self.propose(max_tokens)
 
     def propose_until(self, max_tokens: int, enough: Enough, source: str = "any") -> Draft:
@@ -63,6 +77,8 @@ class HybridDrafter(Drafter):
             return self.lookup.propose(max_tokens)
         if source == "any" and (draft := self.lookup.propose(max_tokens)).text:
             return draft
+        if not self._model_follows:
+            return NO_DRAFT
         draft = self.model.propose_until(max_tokens, enough)
         return draft if draft.text else NO_DRAFT
 

@@ -95,6 +95,7 @@ class Engine:
                 self.profile = profile_for(self.target)
             self.memory = PolicyMemory.measure(self.drafter, self.profile, self.settings.draft_max,
                                               check=self.settings.cost_check)
+            self.drafter.follow_only(self.memory.sources)
             unasked = unasked_note(self.drafter.name, self.memory.costs, self.profile)
             if unasked:
                 self.note(unasked)
