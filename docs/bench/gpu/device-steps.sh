@@ -1,0 +1,53 @@
+#!/bin/bash
+# Device-side steps for the GPU bench of issue 16 (not part of the product; kept in an ignored folder).
+#   gpu.sh take          move the pieces this call carried into /tmp/p
+#   gpu.sh setup         unpack libs.tar, put llama.cpp's CUDA build where ds4spec and its llama-server peer find it
+#   gpu.sh models        join the model pieces into DS4SPEC_HOME/models
+#   gpu.sh bench ARGS    ds4spec bench ARGS, with the environment set
+set -u
+S=/tmp/s; P=/tmp/p; H=/tmp/h; KEY=gpu-cuda90
+mkdir -p $S $P $H/models
+cuda_dirs() {
+    local d out=""
+    for f in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+        d="$(find /opt /usr/local /usr/lib -name "$f" -not -path '*/stubs/*' 2>/dev/null | head -n1)"
+        [ -n "$d" ] && out="$out:$(dirname "$d")"
+    done
+    echo "${out#:}"
+}
+envset() {
+    export LD_LIBRARY_PATH="$S/site/llama_cpp/lib:$(cat $S/cuda_dirs)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export PYTHONPATH="$S/site:$PWD" DS4SPEC_HOME=$H PYTHONUNBUFFERED=1
+}
+ds4() {  # ds4spec with sys.prefix at $S, where the llama-server peer's build record is
+    python3 -c "import sys, runpy; sys.prefix = '$S'; sys.argv = ['ds4spec', *sys.argv[1:]]; runpy.run_module('ds4spec', run_name='__main__')" "$@"
+}
+case "$1" in
+take)
+    mv .x/[a-z][0-9][0-9] $P/ 2>/dev/null
+    echo "pieces: $(ls $P | wc -l) ($(du -sh $P | cut -f1))" ;;
+setup)
+    [ -e $S/ok ] || { tar xf .x/libs.tar -C $S && touch $S/ok; } || exit 1
+    cuda_dirs > $S/cuda_dirs
+    echo "cuda libraries: $(cat $S/cuda_dirs)"
+    printf '%s\n%s\n' $KEY "-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF" > $S/llama-cpp-build.txt
+    mkdir -p ~/.cache/ds4spec/wheels/llama-cpp-python-$KEY/llama-server
+    cp $S/bin/llama-server ~/.cache/ds4spec/wheels/llama-cpp-python-$KEY/llama-server/
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    python3 -V; nproc
+    envset
+    ds4 doctor 2>&1 | tail -n 15
+    ~/.cache/ds4spec/wheels/llama-cpp-python-$KEY/llama-server/llama-server --version 2>&1 | tail -n 3 ;;
+models)
+    for spec in t:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf d:SmolLM2-135M-Instruct.Q4_1.gguf \
+                q:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf; do
+        ls $P/${spec%%:*}[0-9][0-9] >/dev/null 2>&1 || continue
+        cat $P/${spec%%:*}[0-9][0-9] > $H/models/${spec#*:} && rm $P/${spec%%:*}[0-9][0-9]
+    done
+    ls -la $H/models ;;
+bench)
+    shift; envset
+    ds4 models list 2>&1 | head -n 12
+    ds4 bench "$@" ;;
+*)  echo "usage: gpu.sh take|setup|models|bench ARGS"; exit 2 ;;
+esac
