@@ -84,9 +84,7 @@ class ModePlan:
     def fresh_policy(self, task: Task) -> DraftPolicy:
         """What ``policy`` would give a new engine, which has learned nothing yet (for an untimed warm-up run)."""
         m = self.memory
-        fresh = ModePlan(self.name, self.settings, self.drafter, self.rules,
-                         PolicyMemory(m.profile, m.drafter_sources, m.costs), self.fixed)
-        return fresh.policy(task, False)
+        return replace(self, memory=PolicyMemory(m.profile, m.drafter_sources, m.costs)).policy(task, False)
 
 
 def load_mode(settings: Settings, mode: str, profile: VerifyProfile, fixed: bool = False) -> ModePlan:
@@ -98,9 +96,10 @@ def load_mode(settings: Settings, mode: str, profile: VerifyProfile, fixed: bool
     if drafter is None:
         raise UsageError(f"--mode {mode!r} has no drafter to compare with plain decoding")
     memory = PolicyMemory.measure(drafter, profile, chosen.draft_max, check=chosen.cost_check)
-    if not (fixed or fixed_length(mode)):
+    length = fixed_length(mode)
+    if not (fixed or length):
         drafter.follow_only(memory.sources)
-    return ModePlan(mode, chosen, drafter, rules, memory, fixed_length(mode))
+    return ModePlan(mode, chosen, drafter, rules, memory, length)
 
 
 def learned_costs(plan: ModePlan) -> list[dict[str, object]]:
