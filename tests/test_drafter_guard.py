@@ -8,7 +8,7 @@ import time
 import pytest
 
 from ds4spec.core.drafting import Draft, DraftContext, Drafter
-from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.drafters.guard import GuardedDrafter, needs_a_worker
 
 
 class RecordingDrafter(Drafter):
@@ -91,12 +91,33 @@ def test_a_drafter_none_of_whose_sources_will_be_asked_follows_no_text(backgroun
 def test_the_sources_that_will_be_asked_are_passed_on_to_the_drafter() -> None:
     drafter = RecordingDrafter()
     guard = GuardedDrafter(drafter, background=True)
-    guard.follow_only(("lookup",))
+    guard.follow_only(("model",))
     _follow(guard, [b"a"])
-    assert guard.propose(4, source="lookup").text == b" more"
-    assert drafter.calls == [("follow_only", ("lookup",)), ("begin", b"prompt"), ("prepare", "any"),
-                             ("extend", b"a"), ("propose_from:lookup", 4)]
+    assert guard.propose(4, source="model").text == b" more"
+    assert drafter.calls == [("follow_only", ("model",)), ("begin", b"prompt"), ("prepare", "any"),
+                             ("extend", b"a"), ("propose_from:model", 4)]
     guard.close()
+
+
+def test_a_drafter_left_with_text_lookup_only_runs_inline_on_the_callers_thread() -> None:
+    """The cost check left lookup alone (a GPU's target steps faster than the model drafts): a search of the text
+    is no work for a thread of its own, and a hop to the worker and back costs more than the search."""
+    drafter = ThreadRecordingDrafter()
+    guard = GuardedDrafter(drafter, background=True)
+    guard.follow_only(("lookup",))
+    _follow(guard, [b"a", b"bc"])
+    assert drafter.calls == [("follow_only", ("lookup",))]  # the text is recorded, not queued
+    assert guard.propose(4, source="lookup").text == b" more"
+    assert drafter.calls[1:] == [("begin", b"prompt"), ("extend", b"abc"), ("prepare", "lookup"),
+                                 ("propose_from:lookup", 4)]
+    assert drafter.threads == {threading.get_ident()}
+    guard.close()
+
+
+@pytest.mark.parametrize(("sources", "worker"), [(("lookup",), False), (("model",), True),
+                                                 (("lookup", "model"), True)])
+def test_only_a_model_source_is_worth_a_worker_thread(sources: tuple[str, ...], worker: bool) -> None:
+    assert needs_a_worker(sources) is worker
 
 
 def test_catching_up_is_reported_apart_from_drafting_and_has_its_own_deadline() -> None:

@@ -9,7 +9,15 @@ from itertools import pairwise
 import pytest
 
 from ds4spec.core.drafting import DraftContext
-from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy, candidate_lengths, expected_tokens
+from ds4spec.policy.gate import (
+    ESTIMATE_DRIFT,
+    AcceptanceModel,
+    CycleCosts,
+    GatedPolicy,
+    best_length,
+    candidate_lengths,
+    expected_tokens,
+)
 from ds4spec.policy.profile import VerifyProfile
 
 STEP = 0.04  # seconds per plain step
@@ -242,3 +250,41 @@ def test_measured_lengths_cost_what_they_cost_and_others_follow_the_profile_from
     from_1, from_15 = 0.060 * CPU.ratio(7) / CPU.ratio(1), 0.300 * CPU.ratio(7) / CPU.ratio(15)
     assert costs.cost(7) == pytest.approx(from_1 + (from_15 - from_1) * 6 / 14)
     assert costs.cost(7) > costs.cost(6) * 1.1
+
+
+def test_a_plain_steps_small_drift_leaves_the_estimates_standing_and_a_larger_one_renews_them() -> None:
+    """Every cycle measures something; re-estimating every length after each plain step cost a GPU target's cycle
+    4% of its time. Estimates scaled from the plain step are renewed once it has moved by ``ESTIMATE_DRIFT``."""
+    costs = CycleCosts(CPU)
+    for _ in range(4):  # past the settling steps: from here on the plain step is an average
+        costs.observe(0, 0.035)
+    first = costs.cost(3)
+    assert first == pytest.approx(0.035 * CPU.ratio(3))
+    costs.observe(0, 0.036)  # the average moves by 0.7%
+    assert costs.plain_step() != 0.035 and costs.cost(3) == first
+    while abs(costs.plain_step() - 0.035) <= ESTIMATE_DRIFT * 0.035:
+        costs.observe(0, 0.045)
+    assert costs.cost(3) == pytest.approx(costs.plain_step() * CPU.ratio(3))
+
+
+def test_a_drafting_cycles_measurement_renews_the_estimates_at_once() -> None:
+    costs = CycleCosts(CPU)
+    for _ in range(4):
+        costs.observe(0, 0.035)
+    costs.observe(1, 0.060)
+    before = costs.cost(3)
+    costs.observe(1, 0.070)
+    assert costs.cost(3) > before
+    assert costs.cost(3) == pytest.approx(costs.cost(1) * CPU.ratio(3) / CPU.ratio(1))
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.7, 0.97])
+def test_the_remembered_best_length_is_the_one_ranking_the_lengths_now_gives(alpha: float) -> None:
+    costs = CycleCosts(CPU)
+    rng = random.Random(7)
+    for k in [0, 0, 0, 0, 1, 0, 4, 0, 0, 16, 0, 1, 0]:
+        costs.observe(k, 0.035 * CPU.ratio(k) * rng.uniform(0.9, 1.1))
+        lengths = costs.ranked_lengths(64)
+        fresh = max(lengths, key=lambda n: (expected_tokens(alpha, n) / costs.cost(n), -n))
+        assert best_length(costs, alpha, lengths) == (fresh, expected_tokens(alpha, fresh) / costs.cost(fresh))
+        assert best_length(costs, alpha, lengths) == best_length(costs, alpha, lengths)  # asked again: remembered

@@ -11,7 +11,7 @@ from ds4spec.backend.runtime import available_cores, default_threads, gpu_offloa
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.core.speculative import SpecSettings
 from ds4spec.drafters.factory import KEYWORDS, DrafterSpec, build_drafter
-from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.drafters.guard import GuardedDrafter, needs_a_worker
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import ModelError, UsageError
 from ds4spec.policy.rules import RuleBook, load_rulebook
@@ -118,7 +118,7 @@ def load_drafter(settings: Settings, note: Note = stderr_note) -> GuardedDrafter
         return load_drafter(fallback, note)
     if not drafter:
         return None
-    background = drafter_has_spare_cores(settings)
+    background = drafter_has_spare_cores(settings) and needs_a_worker(drafter.sources)
     return GuardedDrafter(drafter, deadline_s=settings.draft_deadline, background=background, inline=not background)
 
 

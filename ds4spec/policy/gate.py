@@ -39,6 +39,13 @@ OPTIMISTIC_ALPHA = 0.9  # the acceptance a drafter is given the benefit of when 
 # at most. Measured: after the edit workload (alpha 0.97), the gate with lookup spent 17 drafts of 7 tokens, none
 # accepted, on the first prose answer (0.49x); triggers, after HumanEval, left lookup out of the edits' code lines.
 CARRIED_TRIALS = 6.0
+# A plain step that moved less than this (relative) since the other lengths' costs were estimated leaves the estimates,
+# and the best length found with them, standing: every cycle measures a plain step or a draft, and a plain step's
+# noise moves its average by 1 to 2% a cycle. Re-estimating the 20 lengths and ranking them every cycle took 0.09 ms of
+# the lookup gate's 0.3 ms a cycle outside model calls (AVX2 CPU); on a GPU, whose host CPU is faster, a target's step
+# takes 2.2 ms. A length whose rate is within a few percent of the best's is as good a choice.
+ESTIMATE_DRIFT = 0.05
+BEST_MEMORY = 64  # answers remembered per table (one per alpha and set of lengths asked since the estimates changed)
 
 
 def _ema(old: float | None, new: float) -> float:
@@ -62,6 +69,8 @@ class CycleCosts:
         self._ratios: dict[int, float] = {}
         self._estimates: dict[int, float] = {}  # cost() of each length since the last measurement: a policy asks
         self._ranked: dict[int, list[int]] = {}  # for the same ones every cycle (triggers: 20 a cycle, 0.08 ms)
+        self._estimated_at: float | None = None  # the plain step the estimates were made with
+        self._best: dict[tuple[float, tuple[int, ...]], tuple[int, float]] = {}  # best_length's answers, with them
         self._drafts_seen = 0  # measurements of drafting cycles
         self._plain_seen = 0
         self._generation_starts = False
@@ -78,7 +87,6 @@ class CycleCosts:
         first, self._generation_starts = self._generation_starts, False
         if k == 0 and first and 0 in self._seconds:
             return
-        self._estimates.clear()
         if k not in self._seconds:
             insort(self._known, k)
             self._ranked.clear()
@@ -89,6 +97,20 @@ class CycleCosts:
         self._plain_seen += k == 0
         self._since_plain = 0 if k == 0 else self._since_plain + 1
         self._drafts_seen += k > 0
+        plain, basis = self._seconds.get(0), self._estimated_at
+        if k or plain is None or basis is None or abs(plain - basis) > ESTIMATE_DRIFT * basis:
+            self._estimates.clear()
+            self._best.clear()
+            self._estimated_at = plain
+
+    def best(self, alpha: float, lengths: tuple[int, ...]) -> tuple[int, float]:
+        """``best_length`` without extra costs, remembered until the estimates change."""
+        key = (alpha, lengths)
+        if (found := self._best.get(key)) is None:
+            if len(self._best) >= BEST_MEMORY:
+                self._best.clear()
+            found = self._best[key] = _best_length(self, alpha, lengths, _no_extra)
+        return found
 
     def ranked_lengths(self, draft_max: int) -> list[int]:
         """The lengths worth comparing (each cycle compares them all, so not every one up to ``draft_max``): the
@@ -164,10 +186,21 @@ def could_pay_on(profile: VerifyProfile, draft_cost: float, draft_max: int, alph
 
 
 def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int],
-                extra: Callable[[float], float] = lambda tokens: 0.0) -> tuple[int, float]:
+                extra: Callable[[float], float] | None = None) -> tuple[int, float]:
     """Among ``lengths``, the one with the best expected rate ``E(k) / (cost(k) + extra(E(k)))`` (the shorter on a
     tie), and that rate; ``(0, 0.0)`` when ``lengths`` is empty. ``extra``: seconds a cycle costs besides its
     measured cost, given the tokens it is expected to write (a drafter's read of unseen text)."""
+    if extra is None:
+        return costs.best(alpha, tuple(lengths))
+    return _best_length(costs, alpha, lengths, extra)
+
+
+def _no_extra(tokens: float) -> float:
+    return 0.0
+
+
+def _best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int],
+                 extra: Callable[[float], float]) -> tuple[int, float]:
     best, best_rate = 0, 0.0
     for k in lengths:
         tokens = expected_tokens(alpha, k)

@@ -58,10 +58,6 @@ BLIND_TRY_STEPS = 1.5
 ANSWER_PRIOR = 32
 
 
-def _nothing(tokens: float) -> float:
-    return 0.0
-
-
 _CHOICE_SOURCES = {"lookup": ("lookup",), "model": ("model",), "hybrid": ("lookup", "model")}
 
 
@@ -346,7 +342,7 @@ class TriggerPolicy(DraftPolicy):
         longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
         alpha = self._alpha(model, source)
-        extra = self._reading if source == "model" else _nothing
+        extra = self._reading if source == "model" else None
         if table.profile.measured:  # every length's cost is known well enough: no need to climb
             return best_length(table, alpha, table.ranked_lengths(self.draft_max), extra)
         measured = [k for k in self.candidates if table.measured(k)]
