@@ -36,6 +36,25 @@ def test_eval_span_returns_one_row_of_logits_per_position(tiny_models: dict[str,
 
 
 @pytest.mark.parametrize("kind", ["bpe", "spm"])
+def test_a_span_viewed_in_place_holds_the_rows_a_copied_span_holds(tiny_models: dict[str, Path], kind: str) -> None:
+    """What verification reads without copying is the same pass's logits, row for row, and cannot be written to."""
+    with LlamaTarget(tiny_models[kind], _options()) as target:
+        prompt = target.tokenizer.tokenize(PROMPT, add_special=True)
+        span = target.tokenizer.tokenize(SPAN)
+        target.eval_prompt(prompt)
+        copied = target.eval_span(span)
+        target.rollback(len(prompt))
+        viewed = target.eval_span_view(span)
+        assert viewed.shape == copied.shape and target.tokens == prompt + span
+        np.testing.assert_array_equal(viewed, copied)
+        with pytest.raises(ValueError, match="read-only"):
+            viewed[0, 0] = 0.0
+        target.rollback(len(prompt))
+        with pytest.raises(ValueError, match="at least one token"):
+            target.eval_span_view([])
+
+
+@pytest.mark.parametrize("kind", ["bpe", "spm"])
 def test_span_rows_match_token_by_token_evaluation(tiny_models: dict[str, Path], kind: str) -> None:
     """Row i of a span predicts the token after span[i], exactly as single-token steps do (up to kernels)."""
     with LlamaTarget(tiny_models[kind], _options()) as target:

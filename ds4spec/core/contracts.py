@@ -55,6 +55,10 @@ class Target(Protocol):
         """ONE forward pass; row i predicts the token after ``tokens[i]``: shape (len(tokens), n_vocab)."""
         ...
 
+    def eval_span_view(self, tokens: Sequence[int]) -> np.ndarray:
+        """``eval_span`` whose rows are read-only and valid only until the next pass or rollback (no copy)."""
+        ...
+
     def checkpoint(self) -> None: ...
 
     def rollback(self, n: int) -> None:

@@ -146,5 +146,5 @@ def _decode_loop(target: Target, generation: Generation, cancelled: Callable[[],
             return reason
         if target.n_past >= target.n_ctx:
             return FinishReason.CONTEXT
-        logits = target.eval_span([token])[0]
+        logits = target.eval_span_view([token])[0]  # chosen from before the next pass
         out.stats.target_forward_passes += 1

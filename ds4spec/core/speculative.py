@@ -140,7 +140,7 @@ class _Cycle:
             base = target.n_past
             t0 = time.perf_counter()
             target.checkpoint()
-            rows = target.eval_span([pending, *draft])
+            rows = target.eval_span_view([pending, *draft])  # read before the next pass writes over them
             model_seconds = propose_seconds + time.perf_counter() - t0
             verdict = self._verify(rows, draft)
             target.rollback(base + 1 + verdict.accepted)
