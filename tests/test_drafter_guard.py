@@ -301,3 +301,46 @@ def test_inline_a_proposal_past_its_deadline_is_dropped_and_benches_the_drafter(
 def test_inline_and_background_exclude_each_other() -> None:
     with pytest.raises(ValueError, match="inline"):
         GuardedDrafter(RecordingDrafter(), background=True, inline=True)
+
+
+class LookupLikeDrafter(RecordingDrafter):
+    """Text lookup's answer to ``may_propose``: whether the text so far ends in ``b"match"``."""
+
+    sources = ("lookup",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text = b""
+
+    def begin(self, context: DraftContext) -> None:
+        super().begin(context)
+        self.text = context.text or b""
+
+    def extend(self, committed: bytes) -> None:
+        super().extend(committed)
+        self.text += committed
+
+    def may_propose(self) -> bool:
+        return self.text.endswith(b"match")
+
+
+def test_inline_text_lookup_catches_up_to_say_whether_it_may_propose() -> None:
+    drafter = LookupLikeDrafter()
+    guard = GuardedDrafter(drafter, background=False, inline=True)
+    _follow(guard, [b"no "])
+    assert not guard.may_propose()
+    assert drafter.calls == [("begin", b"prompt"), ("extend", b"no ")]  # caught up, nothing prepared or proposed
+    guard.extend(b"match")
+    assert guard.may_propose()
+    guard.close()
+
+
+def test_a_model_is_taken_to_have_a_proposal_without_reading_the_text() -> None:
+    """Making a model read the text to answer would cost what on-demand reading saves."""
+    drafter = RecordingDrafter()  # lookup and model
+    guard = GuardedDrafter(drafter, background=False, inline=True)
+    _follow(guard, [b"a"])
+    assert guard.may_propose() and drafter.calls == []
+    guard.follow_only(())
+    assert not guard.may_propose()
+    guard.close()

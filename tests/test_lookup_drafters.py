@@ -301,3 +301,39 @@ def test_a_draft_is_what_followed_an_earlier_occurrence_of_the_suffix(
             assert is_continuation_of_an_earlier_occurrence(text[:done], draft.text, min_match, drafter.renames)
         drafter.extend(text[done:cut])
         done = cut
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.one_of(edited_texts(), st.lists(st.sampled_from(PIECES), min_size=1, max_size=40).map(b"".join)),
+    splits=st.lists(st.integers(min_value=0, max_value=240), max_size=12),
+    min_match=st.integers(min_value=1, max_value=6),
+)
+def test_may_propose_says_exactly_whether_a_proposal_now_would_find_a_draft(
+    text: bytes, splits: Sequence[int], min_match: int
+) -> None:
+    """The loop skips weighing a length on its word: it must never hide a draft, nor change the next proposal."""
+    cuts = sorted({min(s, len(text)) for s in splits} | {len(text)})
+    drafter, twin = LookupDrafter(min_match=min_match), LookupDrafter(min_match=min_match)
+    for d in (drafter, twin):
+        d.begin(DraftContext(text=text[: cuts[0]]))
+    done = cuts[0]
+    for cut in cuts[1:]:
+        asked = drafter.may_propose()
+        draft = drafter.propose(4)
+        assert asked == bool(draft.text)
+        assert draft == twin.propose(4)  # as if it had not been asked
+        for d in (drafter, twin):
+            d.extend(text[done:cut])
+        done = cut
+
+
+def test_a_hybrid_may_propose_while_its_model_follows_else_as_lookup_says() -> None:
+    hybrid = HybridDrafter(LookupDrafter(), ScriptedModel())
+    hybrid.begin(DraftContext(text=b"zqk"))
+    assert hybrid.may_propose() and not hybrid.lookup.may_propose()
+    hybrid.follow_only(("lookup",))
+    hybrid.begin(DraftContext(text=b"print(x)\nprint(y)\nzqk"))
+    assert not hybrid.may_propose()
+    hybrid.extend(b"\nprint(")
+    assert hybrid.may_propose()

@@ -418,3 +418,40 @@ def test_a_stop_asked_during_a_long_prompt_ends_speculation_within_one_chunk(tin
         assert events[0].reason is FinishReason.CANCELLED and events[0].stats.committed_tokens == 0
         assert t.n_past == 2 * 16
         guarded.close()
+
+
+class CountingFixedLength(FixedLength):
+    """Drafts ``draft_max`` tokens whenever asked, and counts how often it is asked and passed over."""
+
+    def __init__(self, draft_max: int) -> None:
+        super().__init__(draft_max)
+        self.asked = self.passed_over = 0
+
+    def draft_length(self) -> int:
+        self.asked += 1
+        return super().draft_length()
+
+    def pass_over(self) -> None:
+        self.passed_over += 1
+
+
+def test_a_cycle_whose_lookup_has_no_match_weighs_no_length_and_changes_no_output(target: LlamaTarget) -> None:
+    """Text lookup alone, inline: where the text's end occurs nowhere earlier, the policy is not asked (weighing
+    lengths and syntax events cost more than the search); every other cycle asks it; output stays plain's."""
+    passed_over = 0
+    for prompt in PROMPTS:
+        request = _request(target, prompt, max_tokens=48)
+        plain = run_plain(target, request)
+        policy = CountingFixedLength(4)
+        spec, cycles, _ = run_spec(target, LookupDrafter(), request, prompt, policy=policy, background=False,
+                                   inline=True)
+        assert spec.tokens == plain.tokens
+        assert policy.asked + policy.passed_over == spec.stats.target_forward_passes
+        assert len(cycles) <= policy.asked  # every draft was asked for (an aligned draft may come back empty)
+        passed_over += policy.passed_over
+        for name in ("lookup-gate", "triggers-lookup-only"):
+            chosen = POLICIES[name](LookupDrafter(), _language(prompt))
+            spec, _, _ = run_spec(target, LookupDrafter(), request, prompt, policy=chosen, background=False,
+                                  inline=True)
+            assert_lossless(target, request, plain, spec)
+    assert passed_over > 0, "cycles without a match must be exercised"

@@ -88,6 +88,10 @@ class Proposer(Protocol):
 
     def extend(self, committed: bytes) -> None: ...
 
+    def may_propose(self) -> bool:
+        """False only when ``propose`` would surely give nothing now (``Drafter.may_propose``)."""
+        ...
+
     def propose(self, max_tokens: int, source: str = "any", enough: Enough | None = None) -> Draft: ...
 
     def call_alone(self, call: Callable[[Drafter], T]) -> T | None:
@@ -122,6 +126,9 @@ class DraftPolicy(ABC):
     @abstractmethod
     def draft_length(self) -> int:
         """Target tokens to draft this cycle; 0 means a plain step."""
+
+    def pass_over(self) -> None:  # noqa: B027 - optional: a policy with per-cycle state drops it
+        """This cycle is a plain step without asking ``draft_length``: the drafter had nothing to offer."""
 
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,  # noqa: B027
                 source: str = "") -> None:

@@ -93,6 +93,11 @@ class Drafter(ABC):
         """Reads the committed text now (a model evaluates it), so that the next ``propose`` from ``source`` only
         drafts. A drafter without a model has nothing to do."""
 
+    def may_propose(self) -> bool:
+        """False only when ``propose`` would surely come back empty now (text lookup: the text's end occurs nowhere
+        earlier), so that the loop need not weigh a draft length at all. A model can always try."""
+        return True
+
     def follow_only(self, sources: tuple[str, ...]) -> None:  # noqa: B027 - optional: one source has nothing to drop
         """Only ``sources`` will be asked from now on (the cost check ruled the others out): a drafter of several
         sources may stop following the text for the others, whose reading would be work for nothing."""

@@ -8,6 +8,8 @@ Vocabulary, used with exactly these meanings everywhere in ds4spec:
 - **corrected**: the target's own token emitted at the first position where a draft was rejected.
 - **bonus**: the target's own token emitted after a draft was accepted in full (the verify pass yields it
   for free).
+- **nothing to draft** (``NOTHING_TO_DRAFT``, as a syntax event's name): a cycle in which the drafter had nothing to
+  offer (text lookup alone, the text's end occurring nowhere earlier), so no draft length was weighed: a plain step.
 - **committed**: tokens that are final: they will be part of the output and are in the target's context.
   Every committed token is either accepted (provenance ``DRAFT``) or the target's own (provenance
   ``TARGET``: plain steps, corrections and bonus tokens).
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ds4spec.core.stats import GenerationStats
+
+NOTHING_TO_DRAFT = "drafter.nothing"
 
 
 class Provenance(StrEnum):

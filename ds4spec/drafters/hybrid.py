@@ -44,6 +44,10 @@ class HybridDrafter(Drafter):
         if self._model_follows:
             self.model.extend(committed)
 
+    def may_propose(self) -> bool:
+        """The model can always try; left alone, lookup alone says."""
+        return self._model_follows or self.lookup.may_propose()
+
     def prepare(self, source: str = "any") -> None:
         """The model reads the text when it will be asked: for ``model``, and for ``any`` when lookup has no match
         (asking lookup costs nothing; the model's first read of a long prompt costs a second on a CPU, and measured

@@ -134,17 +134,28 @@ class LookupDrafter(Drafter):
             return NO_DRAFT
         return Draft(self._renamed(self._source, budget), "lookup", 0, ())
 
+    def may_propose(self) -> bool:
+        """Whether ``propose`` would find a source now (the same searches, nothing learned)."""
+        return self._source is not None or self._near_a_break() is not None or self._most_recent_longest() is not None
+
     def _resume_near_a_break(self) -> int | None:
         """The end of the first occurrence of the longest suffix just after a recent break; learns the rename."""
+        found = self._near_a_break()
+        if found is None:
+            return None
+        end, self._edit = found
+        if self._learn(*self._edit):
+            self._edit = None
+        return end
+
+    def _near_a_break(self) -> tuple[int, tuple[int, int]] | None:
+        """The end of the first occurrence of the longest suffix just after a recent break, and that break."""
         text, n = self._text, len(self._text)
         for length in self.lengths:
             for source, answer in self._breaks:
                 stop = min(source + WINDOW, n - 1)  # a match must end before the text does
                 if n >= length and (at := text.find(text[-length:], source, stop)) >= 0:
-                    self._edit = (source, answer)
-                    if self._learn(*self._edit):
-                        self._edit = None
-                    return at + length
+                    return at + length, (source, answer)
         return None
 
     def _most_recent_longest(self) -> int | None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
+from ds4spec.core.events import NOTHING_TO_DRAFT
 from ds4spec.policy.copying import CopyWatch, LookupAcceptance
 from ds4spec.policy.gate import (
     CARRIED_TRIALS,
@@ -181,6 +182,11 @@ class TriggerPolicy(DraftPolicy):
             self.copies.drafting()
         self._asked = self.source
         return k
+
+    def pass_over(self) -> None:
+        """No syntax event is looked up (lexing the line is most of a cycle's cost here): the cycle is counted as one
+        with nothing to draft, and nothing learned is charged to an event."""
+        self.event, self._current, self._asked = NOTHING_TO_DRAFT, None, "any"
 
     def _choose(self, model: EventModel) -> tuple[int, str]:
         plain = self.learning.costs.plain_step()
