@@ -403,7 +403,8 @@ def _print_costs(report: Report) -> None:
                   f"plain steps); {verdict}")
     for c in report.costs:
         lengths: dict[str, list[float]] = c["cycle_and_verify_steps"]  # type: ignore[assignment]
-        print(f"{c['mode']:<8} {c['source']:<6} plain step {c['plain_step_ms']:.1f} ms; a cycle drafting k, "
+        print(f"{c['mode']:<8} {c['source']:<6} plain step {c['plain_step_ms']:.1f} ms; the steps after a draft "
+              f"{c.get('aftermath_steps', 0.0):.2f} more; a cycle drafting k, with them, "
               "in plain steps (the verify pass alone): "
               + ", ".join(f"{k}: {cycle:.2f} ({verify:.2f})" for k, (cycle, verify) in lengths.items()))
 

@@ -103,9 +103,10 @@ def load_mode(settings: Settings, mode: str, profile: VerifyProfile, fixed: bool
 
 
 def learned_costs(plan: ModePlan) -> list[dict[str, object]]:
-    """Per drafter source, what the mode's policy measured over the whole bench: the plain step, and for each
-    drafted length the whole cycle and the verify pass alone (the profile), in plain steps; the difference is
-    what drafting and the loop added. Sources that never drafted are left out."""
+    """Per drafter source, what the mode's policy measured over the whole bench: the plain step, what the steps after
+    a draft cost beyond plain steps (``CycleCosts.aftermath``), and for each drafted length the whole cycle (that
+    included) and the verify pass alone (the profile), in plain steps; the difference is what drafting, its aftermath
+    and the loop added. Sources that never drafted are left out."""
     memory = plan.memory
     tables = memory.learning.costs.tables if plan.rules is not None else {"any": memory.gate_costs}
     rows: list[dict[str, object]] = []
@@ -116,5 +117,5 @@ def learned_costs(plan: ModePlan) -> list[dict[str, object]]:
         lengths = {str(k): [round(table.cost(k) / plain, 3), round(table.profile.ratio(k), 3)]
                    for k in table.measured_lengths() if k > 0}
         rows.append({"mode": plan.name, "source": source, "plain_step_ms": round(plain * 1000, 2),
-                     "cycle_and_verify_steps": lengths})
+                     "aftermath_steps": round(table.aftermath() / plain, 3), "cycle_and_verify_steps": lengths})
     return rows

@@ -45,6 +45,12 @@ CARRIED_TRIALS = 6.0
 # the lookup gate's 0.3 ms a cycle outside model calls (AVX2 CPU); on a GPU, whose host CPU is faster, a target's step
 # takes 2.2 ms. A length whose rate is within a few percent of the best's is as good a choice.
 ESTIMATE_DRIFT = 0.05
+# The plain steps right after a drafting cycle can cost more than others: on a GPU, llama.cpp replays a captured CUDA
+# graph only for a pass of the shape it captured, and after a pass over several tokens the next single-token pass runs
+# uncaptured and the one after captures again (measured on an H200, 1.5B Q4_K_M target: 3.3 and 3.5 ms against a 2.0
+# ms step, 1.4 plain steps more a drafting cycle). Those steps are charged to the drafting cycle, not taken for plain
+# steps: taken so, they made the yardstick 2.7 ms and drafting look cheap.
+AFTERMATH_CYCLES = 2
 BEST_MEMORY = 64  # answers remembered per table (one per alpha and set of lengths asked since the estimates changed)
 
 
@@ -74,6 +80,10 @@ class CycleCosts:
         self._drafts_seen = 0  # measurements of drafting cycles
         self._plain_seen = 0
         self._generation_starts = False
+        self._aftermath: float | None = None  # seconds the plain steps after a drafting cycle cost beyond plain steps
+        self._after_left = 0  # plain steps still to come in the current aftermath
+        self._after_sum = 0.0  # what they cost beyond plain steps so far
+        self._after_learned = False  # whether this table drafted, and so learns the current aftermath
 
     def new_generation(self) -> None:
         """The next cycle is a generation's first: as a plain step it is no measure of one (``PLAIN_SETTLING``)."""
@@ -87,6 +97,11 @@ class CycleCosts:
         first, self._generation_starts = self._generation_starts, False
         if k == 0 and first and 0 in self._seconds:
             return
+        if k == 0 and self._after_left:
+            self._after_step(seconds)
+            return
+        if k:
+            self.aftermath_begins(learn=True)
         if k not in self._seconds:
             insort(self._known, k)
             self._ranked.clear()
@@ -102,6 +117,32 @@ class CycleCosts:
             self._estimates.clear()
             self._best.clear()
             self._estimated_at = plain
+
+    def aftermath_begins(self, learn: bool = False) -> None:
+        """A drafting cycle was measured (by this table when ``learn``, else by another source's): the next
+        ``AFTERMATH_CYCLES`` plain steps are its aftermath, not plain steps to learn. One cut short by another draft
+        is learned as it stands: that draft pays the rest."""
+        self._end_aftermath()
+        if 0 in self._seconds:  # before a plain step is known there is nothing to measure an excess against
+            self._after_left, self._after_sum, self._after_learned = AFTERMATH_CYCLES, 0.0, learn
+
+    def aftermath(self) -> float:
+        """Seconds a drafting cycle's aftermath is learned to cost beyond plain steps (never below none)."""
+        return max(0.0, self._aftermath or 0.0)
+
+    def _after_step(self, seconds: float) -> None:
+        plain = self._seconds[0]
+        self._after_sum += min(seconds - plain, OUTLIER * plain)  # a stall counts as this much, as in _ema
+        self._after_left -= 1
+        if not self._after_left:
+            self._end_aftermath()
+
+    def _end_aftermath(self) -> None:
+        if self._after_learned:
+            old = self._aftermath
+            self._aftermath = self._after_sum if old is None else (1 - EMA) * old + EMA * self._after_sum
+            self._best.clear()
+        self._after_left, self._after_learned = 0, False
 
     def best(self, alpha: float, lengths: tuple[int, ...]) -> tuple[int, float]:
         """``best_length`` without extra costs, remembered until the estimates change."""
@@ -140,11 +181,14 @@ class CycleCosts:
         return self._drafts_seen > 0
 
     def cost(self, k: int) -> float:
+        """Seconds a cycle drafting ``k`` tokens costs, the aftermath of a drafting cycle included."""
         if k in self._seconds:
-            return self._seconds[k]
-        if k not in self._estimates:
-            self._estimates[k] = self._estimate(k)
-        return self._estimates[k]
+            base = self._seconds[k]
+        else:
+            if k not in self._estimates:
+                self._estimates[k] = self._estimate(k)
+            base = self._estimates[k]
+        return base + self.aftermath() if k else base
 
     def _estimate(self, k: int) -> float:
         i = bisect_left(self._known, k)

@@ -84,8 +84,10 @@ class SourceCosts:
 
     def observe(self, source: str, k: int, seconds: float) -> None:
         self.tables[source].observe(k, seconds)
-        for table in self.tables.values():
+        for name, table in self.tables.items():
             table.generation_started()
+            if k and name != source:
+                table.aftermath_begins()  # the plain steps after it are no measure of a plain step here either
 
 
 class EventModel:
