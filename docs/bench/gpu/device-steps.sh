@@ -27,7 +27,7 @@ take)
     mv .x/[a-z][0-9][0-9] $P/ 2>/dev/null
     echo "pieces: $(ls $P | wc -l) ($(du -sh $P | cut -f1))" ;;
 setup)
-    [ -e $S/ok ] || { tar xf .x/libs.tar -C $S && touch $S/ok; } || exit 1
+    [ -e $S/ok ] || { tar xf .x/libs.tar -C $S && tar xf .x/site2.tar -C $S/site && touch $S/ok; } || exit 1
     cuda_dirs > $S/cuda_dirs
     echo "cuda libraries: $(cat $S/cuda_dirs)"
     printf '%s\n%s\n' $KEY "-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF" > $S/llama-cpp-build.txt
@@ -49,5 +49,8 @@ bench)
     shift; envset
     ds4 models list 2>&1 | head -n 12
     ds4 bench "$@" ;;
+py)
+    shift; envset
+    python3 "$@" ;;
 *)  echo "usage: gpu.sh take|setup|models|bench ARGS"; exit 2 ;;
 esac
