@@ -445,7 +445,7 @@ def test_a_cycle_whose_lookup_has_no_match_weighs_no_length_and_changes_no_outpu
         policy = CountingFixedLength(4)
         spec, cycles, _ = run_spec(target, LookupDrafter(), request, prompt, policy=policy, background=False,
                                    inline=True)
-        assert spec.tokens == plain.tokens
+        assert_lossless(target, request, plain, spec)  # equal, or a kernel near-tie flip (another machine's kernels)
         assert policy.asked + policy.passed_over == spec.stats.target_forward_passes
         assert len(cycles) <= policy.asked  # every draft was asked for (an aligned draft may come back empty)
         passed_over += policy.passed_over
