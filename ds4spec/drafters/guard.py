@@ -88,7 +88,7 @@ class GuardedDrafter:
         self._running = False
         self._closed = False
         self._asked = True  # False: no source of it will be asked, so it follows nothing (``follow_only``)
-        self._sources_asked = drafter.sources
+        self._model_asked = needs_a_worker(drafter.sources)  # a model among the sources that will be asked
 
     @property
     def available(self) -> bool:
@@ -99,10 +99,10 @@ class GuardedDrafter:
         the drafter is left alone for good; else it may stop following the text for the others. On a GPU a drafter
         that follows the text reads it on the GPU beside the target's passes, asked or not."""
         self._asked = bool(sources)
-        self._sources_asked = sources
+        self._model_asked = needs_a_worker(sources)
         if self._asked:
             self.call_alone(lambda drafter: drafter.follow_only(sources))
-        if self.background and self._asked and not needs_a_worker(sources):
+        if self.background and self._asked and not self._model_asked:
             self.settle()  # between generations: nothing of this one is left to pass on
             self.background, self.inline = False, True
 
@@ -138,15 +138,13 @@ class GuardedDrafter:
         is never made to read the text for this, nor a worker called: they are taken to have something."""
         if self._benched or not self._asked:
             return False
-        if not self.inline or needs_a_worker(self._sources_asked):
+        if not self.inline or self._model_asked:
             return True
         try:  # called directly, not through _submit: its futures cost 85 us a cycle, more than the search
             self._catch_up_text()
             return self.drafter.may_propose() is not False
         except Exception as exc:  # any failure of the drafter is its own, never the output's
-            self.failures.raised += 1
-            self._benched = True  # its view of the text is now unknown
-            log.warning("drafter %s failed to follow the text (%r); drafting paused", self.name, exc)
+            self._lost_track(exc)
             return False
 
     def propose(self, max_tokens: int, source: str = "any", enough: Enough | None = None) -> Draft:
@@ -229,9 +227,13 @@ class GuardedDrafter:
         try:
             call(arg)  # type: ignore[operator]
         except Exception as exc:
-            self.failures.raised += 1
-            self._benched = True  # its view of the text is now unknown
-            log.warning("drafter %s failed to follow the text (%r); drafting paused", self.name, exc)
+            self._lost_track(exc)
+
+    def _lost_track(self, exc: Exception) -> None:
+        """The drafter failed while following the text: counted, and benched, since its view of the text is unknown."""
+        self.failures.raised += 1
+        self._benched = True
+        log.warning("drafter %s failed to follow the text (%r); drafting paused", self.name, exc)
 
     def settle(self, timeout_s: float = CATCH_UP_DEADLINE_S) -> bool:
         """Waits until every call queued so far has returned; False when one is still running at the deadline."""
