@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from ds4spec.cli import build_parser
+from ds4spec.engine.options import settings_from_args
 from ds4spec.engine.settings import Settings, load_settings
 from ds4spec.errors import UsageError
 
@@ -53,3 +55,12 @@ def test_wrong_type_in_the_file_is_rejected(tmp_path: Path) -> None:
 def test_optional_values_can_be_cleared_from_the_environment(tmp_path: Path) -> None:
     s = load_settings(env={"DS4SPEC_SEED": "none", "DS4SPEC_TARGET": "./m.gguf"}, path=tmp_path / "x.toml")
     assert s.seed is None and s.target == "./m.gguf"
+
+
+@pytest.mark.parametrize("argv", [["complete", "--draft-fixed"], ["serve", "--draft-fixed"], ["bench", "--fixed"],
+                                  ["bench", "--draft-fixed"]])
+def test_a_fixed_draft_length_is_one_setting_for_every_command(argv: list[str], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DS4SPEC_CONFIG", str(tmp_path / "absent.toml"))
+    assert settings_from_args(build_parser().parse_args(argv)).draft_fixed is True
+    assert settings_from_args(build_parser().parse_args(argv[:1])).draft_fixed is False

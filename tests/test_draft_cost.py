@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -180,4 +181,34 @@ def test_an_engine_never_asks_a_model_that_cannot_pay_and_its_output_equals_plai
     assert drafter.settle()
     assert (model.proposals, model.begins) == (measured, begun)  # not one draft asked of it, no text told
     assert finished.stats.accepted_tokens > 0  # lookup is still asked
+    drafter.close()
+
+
+class SlowOracle(OracleDrafter):
+    """The target's own future text, at several of the tiny target's steps a token: the cost check rules it out."""
+
+    def propose(self, max_tokens: int) -> Draft:
+        self.proposals = getattr(self, "proposals", 0) + 1
+        time.sleep(0.002 * max_tokens)
+        return super().propose(max_tokens)
+
+
+def test_a_fixed_length_asks_a_model_that_cannot_pay_every_cycle_and_its_output_equals_plain(
+    target: LlamaTarget, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--draft-fixed``: no cost check and no policy; the model is asked for ``draft_max`` tokens every cycle."""
+    prompt = "import os\nimport sys\n"
+    plain = run_plain(target, GenerationRequest(target.tokenizer.tokenize(prompt.encode(), add_special=True),
+                                                max_tokens=24))
+    model = SlowOracle(target.tokenizer.detokenize(plain.tokens))
+    drafter = GuardedDrafter(model, background=False)
+    engine = Engine.assemble(Settings(warmup=0, max_tokens=24, draft_max=3, draft_fixed=True), target, drafter, None)
+    assert "drafts too slowly" not in capsys.readouterr().err
+    assert isinstance(engine.policy(engine.completion_prompt(prompt)), FixedLength)
+    finished = list(engine.complete(prompt))[-1]
+    assert isinstance(finished, Finished)
+    assert finished.tokens == plain.tokens
+    stats = finished.stats
+    assert model.proposals == stats.target_forward_passes  # one draft a cycle (and none measured at load)
+    assert stats.accepted_tokens == stats.drafted_tokens > 0
     drafter.close()

@@ -165,9 +165,9 @@ def test_speculating_server_answers_with_the_plain_text_and_cancels_within_a_cyc
                                                                                    tiny_bpe_gguf: Path,
                                                                                    never_gguf: Path) -> None:
     # Greedy speculation is lossless: a drafter (here the model itself, so drafts are accepted) must not
-    # change a single character. A drafter as slow as its target cannot pay: only without the check is it asked.
+    # change a single character. A drafter as slow as its target cannot pay: only a fixed length asks it every cycle.
     prefix = PREFIX
-    srv = Server(tiny_bpe_gguf, "--draft", str(tiny_bpe_gguf), "--warmup", "0", "--no-cost-check")
+    srv = Server(tiny_bpe_gguf, "--draft", str(tiny_bpe_gguf), "--warmup", "0", "--draft-fixed", "--draft-max", "4")
     try:
         assert srv.call("initialize")["result"]["models"]["drafter"] is not None
         result = srv.call("complete", {"prefix": prefix, "max_tokens": 40})["result"]

@@ -62,8 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "pair (the pair's model drafter), lookup, hybrid, triggers (lengths and drafters chosen by "
                    "syntax events), or a model name or path (repeatable; default: --draft if given, else pair, "
                    "lookup, hybrid and triggers)")
-    g.add_argument("--fixed", action="store_true", help="draft exactly --draft-max tokens every cycle "
-                   "instead of letting the gate choose")
+    g.add_argument("--fixed", dest="draft_fixed", action="store_const", const=True, help="the same as "
+                   "--draft-fixed: draft exactly --draft-max tokens every cycle instead of letting the policies choose")
     g.add_argument("--sweep", metavar="N,N,...", help="add fixed-N modes (the hybrid drafter drafting exactly N "
                    "tokens every cycle), e.g. 1,2,4,8: what triggers are compared with")
     g.add_argument("--out", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
@@ -165,11 +165,11 @@ def run(args: argparse.Namespace) -> int:
     report = Report(settings={
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
         "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": args.limit,
-        "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": args.fixed,
+        "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": settings.draft_fixed,
         "peers": list(peer_keys),
     })
     peers = PeerPlan(settings, peer_keys, args.peer_draft) if peer_keys else None
-    sitting = _Sitting(settings, report, args.fixed)
+    sitting = _Sitting(settings, report)
     target_path = sitting.run(modes, [load_tasks(workload, args.limit) for workload in workloads],
                               None if args.peers_apart else peers)
     _print(report)
@@ -200,10 +200,10 @@ class _Sitting:
     mode, and then by each peer when they run interleaved. It fills the report, and keeps what the peers run after
     it need (the prompts, ds4spec's results)."""
 
-    def __init__(self, settings: Settings, report: Report, fixed: bool) -> None:
+    def __init__(self, settings: Settings, report: Report) -> None:
         self.settings = settings
         self.report = report
-        self.fixed = fixed
+        self.fixed = settings.draft_fixed
         self.plans: dict[str, ModePlan] = {}
         self.systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
         self.tasks: list[BenchTask] = []  # every prompt, as the peers get it

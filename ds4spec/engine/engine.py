@@ -37,7 +37,7 @@ from ds4spec.engine.loading import (
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import ContextOverflow, InputError
 from ds4spec.policy.costs import unasked_note
-from ds4spec.policy.gate import GatedPolicy
+from ds4spec.policy.gate import FixedLength, GatedPolicy
 from ds4spec.policy.memory import PolicyMemory
 from ds4spec.policy.profile import VerifyProfile, profile_for
 from ds4spec.policy.rules import RuleBook
@@ -93,8 +93,9 @@ class Engine:
         if self.drafter is not None:
             if self.profile is None:
                 self.profile = profile_for(self.target)
+            fixed = self.settings.draft_fixed  # every source is asked, whatever it costs
             self.memory = PolicyMemory.measure(self.drafter, self.profile, self.settings.draft_max,
-                                              check=self.settings.cost_check)
+                                              check=self.settings.cost_check and not fixed)
             self.drafter.follow_only(self.memory.sources)
             unasked = unasked_note(self.drafter.name, self.memory.costs, self.profile)
             if unasked:
@@ -236,7 +237,10 @@ class Engine:
             self._lock.release()
 
     def policy(self, prompt: Prompt) -> DraftPolicy:
-        """Triggers for the prompt's language, or one gate; both keep learning across generations."""
+        """Triggers for the prompt's language, or one gate; both keep learning across generations. With
+        ``draft_fixed``, always ``draft_max`` tokens."""
+        if self.settings.draft_fixed:
+            return FixedLength(self.settings.draft_max)
         if self.memory is None:
             return GatedPolicy(self.settings.draft_max)
         return self.memory.policy(self.rules, prompt.language, self.settings.draft_max)

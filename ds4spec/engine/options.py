@@ -44,6 +44,9 @@ def add_speculation_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-cost-check", dest="cost_check", action="store_const", const=False, help="also ask a "
                    "drafter source whose cost, measured at load, says it cannot beat plain decoding here (the "
                    "policies still stop asking it once they have measured it)")
+    g.add_argument("--draft-fixed", dest="draft_fixed", action="store_const", const=True, help="draft exactly "
+                   "--draft-max tokens every cycle, asking every drafter source whatever it costs (no cost check, "
+                   "no policy: for measuring a drafter and for debugging; usually slower)")
     g.add_argument("--no-triggers", dest="triggers", action="store_const", const=False, help="let one gate "
                    "choose draft lengths instead of syntax-event triggers (triggers are on by default)")
     g.add_argument("--triggers", dest="trigger_files", action="append", metavar="PATH", help="a trigger rule "
@@ -73,7 +76,7 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 _SETTING_FLAGS = (
     "target", "ctx", "threads", "gpu_layers", "batch", "max_tokens", "temperature", "top_k", "top_p", "min_p",
     "repeat_penalty", "seed", "stop", "pair", "draft", "draft_max", "draft_backend", "p_min", "warmup",
-    "draft_deadline", "draft_threads", "cost_check", "triggers", "trigger_files", "language",
+    "draft_deadline", "draft_threads", "cost_check", "draft_fixed", "triggers", "trigger_files", "language",
 )
 
 

@@ -34,6 +34,7 @@ class Settings:
     draft_deadline: float = 2.0  # seconds; a drafter slower than this for one proposal is benched
     draft_threads: int | None = None  # CPU threads of a model drafter; None: see ``loading.drafter_threads``
     cost_check: bool = True  # a drafter source whose measured cost could not pay here is not asked
+    draft_fixed: bool = False  # every cycle drafts draft_max tokens from every source, whatever that costs
     triggers: bool = True  # syntax events choose draft lengths and sources (``ds4spec.policy.triggers``)
     trigger_files: tuple[str, ...] = ()  # extra rule files or directories, after the built-in and user ones
     language: str | None = None  # the language of completion text (a name, fence tag or file name)
