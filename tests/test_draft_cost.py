@@ -185,10 +185,12 @@ def test_an_engine_never_asks_a_model_that_cannot_pay_and_its_output_equals_plai
 
 
 class SlowOracle(OracleDrafter):
-    """The target's own future text, at several of the tiny target's steps a token: the cost check rules it out."""
+    """The target's own future text, at several of the tiny target's steps a token: the cost check would rule it out."""
+
+    proposals = 0
 
     def propose(self, max_tokens: int) -> Draft:
-        self.proposals = getattr(self, "proposals", 0) + 1
+        self.proposals += 1
         time.sleep(0.002 * max_tokens)
         return super().propose(max_tokens)
 

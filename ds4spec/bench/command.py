@@ -203,7 +203,6 @@ class _Sitting:
     def __init__(self, settings: Settings, report: Report) -> None:
         self.settings = settings
         self.report = report
-        self.fixed = settings.draft_fixed
         self.plans: dict[str, ModePlan] = {}
         self.systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
         self.tasks: list[BenchTask] = []  # every prompt, as the peers get it
@@ -218,7 +217,7 @@ class _Sitting:
             profile = profile_for(target)
             report.settings["verify_profile"] = {str(n): round(profile.ratio(n - 1), 3) for n in sorted(profile.spans)}
             for mode in modes:
-                self.plans[mode] = load_mode(self.settings, mode, profile, self.fixed)
+                self.plans[mode] = load_mode(self.settings, mode, profile, self.settings.draft_fixed)
                 stack.callback(self.plans[mode].drafter.close)
             report.settings["target"] = target.name
             report.settings["target_file"] = str(target.path)
@@ -277,7 +276,7 @@ class _Sitting:
                 plan = self.plans[mode]
                 results[mode] = list(generate_speculative(target, plan.drafter, request, task.draft_context(),
                                                           spec_settings(plan.settings),
-                                                          policy=plan.policy(task, self.fixed)))
+                                                          policy=plan.policy(task, self.settings.draft_fixed)))
         plain = _last(results["plain"])
         tallies["plain"].add(plain, True)
         self.systems["plain"].results[key] = result_of(plain, speculative=False)
