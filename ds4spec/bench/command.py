@@ -57,6 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--workload", action="append", choices=WORKLOADS, help="a workload to run (repeatable; "
                    "default: all three)")
     g.add_argument("--limit", type=int, default=5, metavar="N", help="prompts per workload (default 5)")
+    g.add_argument("--skip", type=int, default=0, metavar="N", help="leave out each workload's first N prompts, e.g. "
+                   "to check on prompts that tuning never saw (default 0)")
     g.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
     g.add_argument("--mode", action="append", metavar="DRAFT", help="a drafter mode to compare with plain: "
                    "pair (the pair's model drafter), lookup, hybrid, triggers (lengths and drafters chosen by "
@@ -162,16 +164,16 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep:
         modes = [*modes, *_sweep_modes(args.sweep)]
     peer_keys = parse_peers(args.peers) if args.peers else ()  # a bad list fails before any model loads
+    tasks = [load_tasks(workload, args.limit, skip=args.skip) for workload in workloads]  # so does a bad selection
     report = Report(settings={
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
-        "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": args.limit,
+        "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": args.limit, "skip": args.skip,
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": settings.draft_fixed,
         "peers": list(peer_keys),
     })
     peers = PeerPlan(settings, peer_keys, args.peer_draft) if peer_keys else None
     sitting = _Sitting(settings, report)
-    target_path = sitting.run(modes, [load_tasks(workload, args.limit) for workload in workloads],
-                              None if args.peers_apart else peers)
+    target_path = sitting.run(modes, tasks, None if args.peers_apart else peers)
     _print(report)
     if peers:
         records = sitting.peers.records if sitting.peers else peers.apart(target_path, sitting.tasks)
@@ -367,7 +369,8 @@ def _print(report: Report) -> None:
     _print_costs(report)
     drafters = report.settings.get("drafters", {})
     print(f"target {report.settings.get('target')}; drafters {drafters}; greedy, {report.settings['max_tokens']} "
-          f"tokens, {report.settings['limit']} prompts per workload")
+          f"tokens, {report.settings['limit']} prompts per workload"
+          + (f" after the first {skip}" if (skip := report.settings.get("skip")) else ""))
 
 
 def _print_mismatches(report: Report) -> None:

@@ -49,13 +49,20 @@ class Task:
         return DraftContext(text=self.text.encode("utf-8"))
 
 
-def load_tasks(workload: str, limit: int | None = None, data_dir: Path = DATA_DIR) -> list[Task]:
+def load_tasks(workload: str, limit: int | None = None, data_dir: Path = DATA_DIR, *, skip: int = 0) -> list[Task]:
+    """The workload's prompts in their file's order: ``limit`` of them (all when None) after the first ``skip``."""
     if workload not in WORKLOADS:
         raise UsageError(f"unknown workload {workload!r} (known: {', '.join(WORKLOADS)})")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {limit}")
+    if skip < 0:
+        raise UsageError(f"--skip must be 0 or more, got {skip}")
     path = data_dir / f"{_INPUTS.get(workload, workload)}.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    tasks = [_task(workload, row) for row in rows]
-    return tasks[:limit] if limit else tasks
+    if skip >= len(rows):
+        raise UsageError(f"--skip {skip} leaves no {workload} prompt: the workload has {len(rows)}")
+    tasks = [_task(workload, row) for row in rows[skip:]]
+    return tasks[:limit] if limit is not None else tasks
 
 
 def _task(workload: str, row: dict[str, str]) -> Task:
