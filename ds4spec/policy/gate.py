@@ -18,7 +18,6 @@ back-off) so that it notices when the drafter becomes useful.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 
@@ -274,11 +273,6 @@ class AcceptanceModel:
     @property
     def alpha(self) -> float:
         return min(self._accepted / self._trials, 0.999)
-
-    def upper(self, spread: float = 1.0) -> float:
-        """alpha plus ``spread`` standard errors: what the drafts seen so far do not rule out (few of them: much)."""
-        alpha = self.alpha
-        return min(alpha + spread * math.sqrt(alpha * (1 - alpha) / self._trials), 0.999)
 
     def carry_over(self, weight: float) -> None:
         """Keeps alpha but lets it weigh at most ``weight`` trials, so that new evidence moves it quickly."""

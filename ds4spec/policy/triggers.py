@@ -2,30 +2,26 @@
 
 Each cycle the tracker names the event (``python.newline``, ``markdown.prose``, ...). Its rule gives the prior: the
 length to try first and which drafter to ask (lookup, model, or hybrid: lookup when it has a match, else the model).
-Data then moves it: the policy keeps ``alpha`` (the chance a drafted token is accepted given the ones before were) per
-event for the model, and for lookup once for all events, with per event how often lookup has a match at all; and per
-source and length the measured wall time of whole cycles (shared by all events: a cycle's cost does not depend on the
-syntax). Whether lookup's copy is right depends on whether the answer copies its input (an edited file, a quoted
-passage), which holds across the syntax of one answer; learned per event, its acceptance was split into small samples
-and its drafts stayed short (measured on the F16 pair's edits: 2.39x against 3.34x for lookup alone, whose one gate
-learned from all its drafts). What does matter is whether the text is copying its prompt at the moment: lookup's
-acceptance is learned apart there (``ds4spec.policy.copying``). A lookup miss costs nothing, so where lookup and the
-model compete, lookup is worth its match rate times its rate when it matches, plus a plain step's rate the rest of the
-time; where it is the best, the model drafts its misses (as a hybrid drafter does) where that is expected to pay more,
-by an upper bound on the model's acceptance there, so that a model never asked at an event, or unlucky in its first
-drafts there, is tried again. It drafts the length with the best expected rate ``E(k) / cost(k)``
-(``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one length above
-the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and probes again
-with back-off so that an event that starts to pay is noticed. A model that waits its turn must first read the text it
-has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is charged to the cycle
-that asks it, the prompt's first read to the share of the answer that cycle is expected to write. What it learns lives
-in ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer starts from what the first nine
-taught.
+Data then moves it: the policy keeps ``alpha`` (the chance a drafted token is accepted given the ones before were)
+per event for the model, and for lookup once for all events, with per event how often lookup has a match at all; and
+per source and length the measured wall time of whole cycles (shared by all events: a cycle's cost does not depend
+on the syntax). Whether lookup's copy is right depends on whether the answer copies its input (an edited file, a
+quoted passage), which holds across the syntax of one answer; learned per event, its acceptance was split into small
+samples and its drafts stayed short (measured on the F16 pair's edits: 2.39x against 3.34x for lookup alone, whose
+one gate learned from all its drafts). What does matter is whether the text is copying its prompt at the moment:
+lookup's acceptance is learned apart there (``ds4spec.policy.copying``). A lookup miss costs nothing, so where
+lookup and the model compete, lookup is worth its match rate times its rate when it matches, plus a plain step's
+rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
+(``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one length
+above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
+probes again with back-off so that an event that starts to pay is noticed. A model that waits its turn must first
+read the text it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is
+charged to the cycle that asks it, the prompt's first read to the share of the answer that cycle is expected to
+write. What it learns lives in ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer
+starts from what the first nine taught.
 """
 
 from __future__ import annotations
-
-import math
 
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
@@ -103,7 +99,6 @@ class EventModel:
         self.matches = AcceptanceModel()  # how often lookup, asked here, had a draft at all
         self.attempts = dict.fromkeys(SOURCES, 0)  # cycles that asked each source for a draft
         self.probing = ProbeBackoff()
-        self.model_waited = 0  # cycles lookup led here, alone, since the model was last asked with it
 
     def new_generation(self) -> None:
         """Keeps what was learned, lightly held (``CARRIED_TRIALS``), and watches the event closely again."""
@@ -233,10 +228,6 @@ class TriggerPolicy(DraftPolicy):
             k, source = best
             if source == "model" and "lookup" in allowed and self._lookup_would_win(model, best_rate):
                 return k, "any"
-            both = self._with_model_on_misses(model, best_rate) if source == "lookup" and (
-                "model" in allowed and not in_copy) else 0
-            if both:
-                return both, "any"
             return k, self._ask([source])
         source = max(allowed, key=lambda s: self._promise(model, s))
         k = self.candidates[0]
@@ -285,29 +276,6 @@ class TriggerPolicy(DraftPolicy):
         tokens = expected_tokens(OPTIMISTIC_ALPHA, k)
         read = self._reading(tokens)
         return not read or tokens / (cycle + read) > 1.0 / plain
-
-    def _with_model_on_misses(self, model: EventModel, lookup_rate: float) -> int:
-        """Where lookup is the best source here, the length at which asking it, and the model where it has no match
-        (as a hybrid drafter does), is expected to beat lookup alone at ``lookup_rate``; 0 where it is not. Lookup's
-        misses are plain steps, so its figure beats a plain step wherever its matches pay; with the model asked only
-        where no source pays, a model never asked at an event, or unlucky in its first drafts there, stayed out (on
-        the F16 pair's prose, prompts 6 to 10: SmolLM2 never asked there, the triggers 1.02x against the pair's
-        1.16x). So the model is judged here by what its drafts here do not rule out (``AcceptanceModel.upper``):
-        a few drafts leave it room to be tried, many pin it down, and the longer it waits, the more room it gets
-        (as in UCB1: the bound grows with the log of the cycles lookup led here since the model last drafted)."""
-        p = model.matches.alpha
-        tables = self.learning.costs.tables
-        alpha_lookup = self._alpha(model, "lookup")
-        alpha_model = model.acceptance.upper(math.sqrt(1 + math.log1p(model.model_waited)))
-        best, best_rate = 0, lookup_rate
-        for n in self.candidates:
-            tokens = expected_tokens(alpha_model, n)
-            rate = p * expected_tokens(alpha_lookup, n) / tables["lookup"].cost(n) + (1 - p) * tokens / (
-                tables["model"].cost(n) + self._reading(tokens))
-            if rate > best_rate:
-                best, best_rate = n, rate
-        model.model_waited = 0 if best else model.model_waited + 1
-        return best
 
     def _lookup_would_win(self, model: EventModel, rate: float) -> bool:
         """Whether lookup's drafts in this answer, where it has a match, are expected to beat ``rate`` here."""
