@@ -19,9 +19,15 @@ the answer's last 16 to 63 bytes occurred in the prompt and the answer had not y
 drafts were right with alpha 0.90 on edits and 0.64 to 0.75 on prose (an answer quoting a few words of its question),
 against 0.95 to 0.98 in or after a long copy. Learned as one, the edits' long copies sent the prose answers' quotes
 16-token drafts (Q4_K_M: one with 1 token accepted, then one of 9 with none, about 13 plain steps lost in a 128-token
-answer). So a short copy's acceptance is learned apart too, from a prior each answer, as lightly held as the prior of
-a gate: one rejected draft shortens the next (on a compute-bound target, stops it), and the plain steps of a quote
-that goes on teach it, as they do a long copy's.
+answer). So a short copy's acceptance is learned apart too, from a prior each answer, and the plain steps of a quote
+that goes on teach it, as they do a long copy's. The replay's 0.90 is held as ``SHORT_COPY_WEIGHT`` drafts: a short
+copy's first drafts are right for a few tokens (the rest of a line) far more often than for a whole line after it,
+where an edit changes it. Held as lightly as a gate's prior (2 drafts), one accepted 2-token draft raised the figure to
+0.95, and on a compute-bound target (AVX-512, Q4_K_M: a pass over 16 tokens costing 9.3 plain steps) the next draft
+was 14 to 24 tokens, rejected at once in 7 of 10 edit answers (lookup alone and the triggers alike; Edit/5 to /9, a
+plain step there lost for every token); held as 8, the same answers' short copies were drafted 1 to 4 tokens at a time
+until a long copy took over, modelled on the verify profile 1.45x to 1.57x and 1.64x for lookup alone, 1.47x to 1.60x for
+the triggers (two runs each).
 
 A short copy in prose (a quote of the question) starts from its own prior, where the policy knows it is prose (the
 triggers): at the edits' prior, 0.9, the default pair's triggers sent prose quotes drafts of 2 to 15 tokens, 21 to 46
@@ -42,6 +48,7 @@ LONG_COPY = 64  # bytes copied in one run, now or earlier in the answer, after w
 SHADOW_BYTES = 8  # of the copy's continuation, checked against a plain step's token
 COPYING_PRIOR = 0.9  # before any draft while copying: what the replay measured, lightly held
 SHORT_COPY_PRIOR = 0.9  # each answer's first short copy: edits' and HumanEval's
+SHORT_COPY_WEIGHT = 8.0  # drafts' worth the replay's figure is held as, each answer (docstring)
 QUOTE_PRIOR = 0.7  # each answer's first short copy in prose: the replay's 0.64 to 0.75
 # Carried into the next generation, as this many drafts: while copying, alpha is a property of lookup, so it is held
 # as the gate holds its own; elsewhere it is a property of the answer (does it copy its input?) and held lightly:
@@ -67,7 +74,7 @@ class LookupAcceptance:
 
     def __init__(self) -> None:
         self.copying = AcceptanceModel(COPYING_PRIOR)  # in or after a long copy
-        self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR)
+        self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR, SHORT_COPY_WEIGHT)
         self.quote = AcceptanceModel(QUOTE_PRIOR)
         self.fresh = AcceptanceModel()
 
@@ -78,7 +85,7 @@ class LookupAcceptance:
 
     def carry_over(self) -> None:
         self.copying.carry_over(COPYING_CARRIED)
-        self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR)
+        self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR, SHORT_COPY_WEIGHT)
         self.quote = AcceptanceModel(QUOTE_PRIOR)
         self.fresh.carry_over(FRESH_CARRIED)
 
