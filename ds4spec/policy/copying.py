@@ -21,13 +21,13 @@ against 0.95 to 0.98 in or after a long copy. Learned as one, the edits' long co
 16-token drafts (Q4_K_M: one with 1 token accepted, then one of 9 with none, about 13 plain steps lost in a 128-token
 answer). So a short copy's acceptance is learned apart too, from a prior each answer, and the plain steps of a quote
 that goes on teach it, as they do a long copy's. The replay's 0.90 is held as ``SHORT_COPY_WEIGHT`` drafts: a short
-copy's first drafts are right for a few tokens (the rest of a line) far more often than for a whole line after it,
-where an edit changes it. Held as lightly as a gate's prior (2 drafts), one accepted 2-token draft raised the figure to
-0.95, and on a compute-bound target (AVX-512, Q4_K_M: a pass over 16 tokens costing 9.3 plain steps) the next draft
-was 14 to 24 tokens, rejected at once in 7 of 10 edit answers (lookup alone and the triggers alike; Edit/5 to /9, a
-plain step there lost for every token); held as 8, the same answers' short copies were drafted 1 to 4 tokens at a time
-until a long copy took over, modelled on the verify profile 1.45x to 1.57x and 1.64x for lookup alone, 1.47x to 1.60x for
-the triggers (two runs each).
+copy's first drafts finish the line being copied far more often than a draft goes on right through the next line,
+where an edit changes it. Held as lightly as a gate's prior (2 drafts), one accepted draft of 2 or 3 tokens raised the
+figure to 0.95, and on a compute-bound target (Q4_K_M on a 2-core AVX-512 machine: a pass over 16 tokens costs 9.3
+plain steps) the next draft was 14 to 24 tokens, rejected at once in 7 of 10 edit answers, lookup alone and the
+triggers alike. Held as 8 drafts, short copies are drafted a few tokens at a time until a long copy takes over: on
+that machine, prompts 6 to 10, edits went from 1.43x to 1.93x for lookup alone and from 1.38x to 1.89x for the
+triggers, files from 1.57x to 1.65x and from 1.46x to 1.73x (``docs/benchmarks.md``, run 37).
 
 A short copy in prose (a quote of the question) starts from its own prior, where the policy knows it is prose (the
 triggers): at the edits' prior, 0.9, the default pair's triggers sent prose quotes drafts of 2 to 15 tokens, 21 to 46
