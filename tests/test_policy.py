@@ -12,6 +12,8 @@ from ds4spec.core.drafting import DraftContext
 from ds4spec.policy.gate import (
     AFTERMATH_CYCLES,
     ESTIMATE_DRIFT,
+    MEASURES_COUNTED,
+    SHARED_SCALE_WEIGHT,
     AcceptanceModel,
     CycleCosts,
     GatedPolicy,
@@ -284,12 +286,30 @@ def test_measured_lengths_cost_what_they_cost_and_others_follow_the_profile_from
     costs.observe(1, 0.060)
     costs.observe(15, 0.300)
     assert costs.cost(1) == 0.060 and costs.cost(15) == 0.300
-    # Beyond the longest measured length: its cost, scaled along the profile.
-    assert costs.cost(31) == pytest.approx(0.300 * CPU.ratio(31) / CPU.ratio(15))
+    # Beyond the longest measured length: its scale along the profile, drawn toward the scale the measured lengths
+    # share by how often it was measured (once here, as 1 was).
+    own = {n: costs.cost(n) / CPU.ratio(n) for n in (1, 15)}
+    drawn = (own[15] + SHARED_SCALE_WEIGHT * (own[1] + own[15]) / 2) / (1 + SHARED_SCALE_WEIGHT)
+    assert costs.cost(31) == pytest.approx(drawn * CPU.ratio(31))
     # Between two: each one's scaled estimate, weighted by closeness; the jump at 8 tokens is kept.
     from_1, from_15 = 0.060 * CPU.ratio(7) / CPU.ratio(1), 0.300 * CPU.ratio(7) / CPU.ratio(15)
     assert costs.cost(7) == pytest.approx(from_1 + (from_15 - from_1) * 6 / 14)
     assert costs.cost(7) > costs.cost(6) * 1.1
+
+
+def test_one_noisy_cycle_beside_a_well_measured_length_does_not_price_the_longer_drafts_out() -> None:
+    """Lookup in a long copy (AVX2 kernels): 31 tokens measured often, one 46-token cycle 8% dear. The lengths past
+    it are priced near the scale the measured ones share, so the draft goes on past 31 where the profile says so."""
+    costs = CycleCosts(CPU)
+    for _ in range(4):
+        costs.observe(0, 0.031)
+    for _ in range(MEASURES_COUNTED):
+        costs.observe(31, 0.031 * CPU.ratio(31))
+    costs.observe(46, 0.031 * CPU.ratio(46) * 1.08)
+    for n in (47, 63):
+        assert costs.cost(n) < 1.04 * 0.031 * CPU.ratio(n)
+    alpha = 0.99  # where 63 tokens beat 31 by 6% on the profile: less than one cycle's noise
+    assert best_length(costs, alpha, costs.ranked_lengths(64))[0] > 46
 
 
 def test_a_plain_steps_small_drift_leaves_the_estimates_standing_and_a_larger_one_renews_them() -> None:

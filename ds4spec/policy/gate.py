@@ -52,6 +52,13 @@ ESTIMATE_DRIFT = 0.05
 # steps: taken so, they made the yardstick 2.7 ms and drafting look cheap.
 AFTERMATH_CYCLES = 2
 BEST_MEMORY = 64  # answers remembered per table (one per alpha and set of lengths asked since the estimates changed)
+# A length past the longest measured one is estimated along the profile from that one alone, its scale against the
+# profile drawn toward the scale all measured lengths share by this many measurements: one cycle is noisy by 5 to 10%
+# on these CPUs, and a longest length measured once scaled every longer one with its noise. Measured (AVX2 kernels,
+# lookup in long copies): one 46-token cycle 6% dear priced 47 and 63 tokens above 31 for the rest of the run, whose
+# rates differ by 3 to 8% on the profile, and the triggers stopped at 31 where lookup alone drafted 47 to 63.
+SHARED_SCALE_WEIGHT = 2.0
+MEASURES_COUNTED = 7  # an EMA at weight 0.25 averages about this many measurements
 
 
 def _ema(old: float | None, new: float) -> float:
@@ -64,15 +71,19 @@ class CycleCosts:
     A measured length costs what it was measured to cost (under the current context length, with this
     drafter). Other lengths are estimated from the nearest measured ones: with a measured
     :class:`VerifyProfile`, along the profile's curve (on a CPU it jumps at 8 tokens and dips at 16, which
-    a few measured lengths cannot show); without one, by interpolation, or with a prior cost per token.
+    a few measured lengths cannot show), past the longest one with its scale weighed by how often it was
+    measured against the scale the measured lengths share (``SHARED_SCALE_WEIGHT``); without one, by
+    interpolation, or with a prior cost per token.
     """
 
     def __init__(self, profile: VerifyProfile | None = None) -> None:
         self.profile = profile or VerifyProfile.prior()
         self._seconds: dict[int, float] = {}
+        self._counts: dict[int, int] = {}  # measurements of each length, up to MEASURES_COUNTED
         self._known: list[int] = []  # sorted keys of _seconds
         self._since_plain = 0
         self._ratios: dict[int, float] = {}
+        self._shared_scale: float | None = None  # of the measured drafting lengths, while the estimates stand
         self._estimates: dict[int, float] = {}  # cost() of each length since the last measurement: a policy asks
         self._ranked: dict[int, list[int]] = {}  # for the same ones every cycle (triggers: 20 a cycle, 0.08 ms)
         self._estimated_at: float | None = None  # the plain step the estimates were made with
@@ -109,6 +120,7 @@ class CycleCosts:
             self._seconds[0] = min(self._seconds.get(0, seconds), seconds)
         else:
             self._seconds[k] = _ema(self._seconds.get(k), seconds)
+        self._counts[k] = min(self._counts.get(k, 0) + 1, MEASURES_COUNTED)
         self._plain_seen += k == 0
         self._since_plain = 0 if k == 0 else self._since_plain + 1
         self._drafts_seen += k > 0
@@ -116,6 +128,7 @@ class CycleCosts:
         if k or plain is None or basis is None or abs(plain - basis) > ESTIMATE_DRIFT * basis:
             self._estimates.clear()
             self._best.clear()
+            self._shared_scale = None
             self._estimated_at = plain
 
     def aftermath_begins(self, learn: bool = False) -> None:
@@ -204,15 +217,24 @@ class CycleCosts:
         return step * (1 + PRIOR_COST_PER_DRAFTED_TOKEN * k)
 
     def _along_profile(self, k: int, below: int | None, above: int | None) -> float:
-        """The profile's shape, scaled to the measured lengths on either side (weighted by closeness)."""
+        """The profile's shape, scaled to the measured lengths on either side (weighted by closeness); beyond the
+        longest, to its scale drawn toward the shared one (``SHARED_SCALE_WEIGHT``)."""
         ratio = self._ratio
-        estimates = [(n, self._seconds[n] * ratio(k) / ratio(n)) for n in (below, above) if n is not None]
-        if not estimates:
-            return ratio(k)
-        if len(estimates) == 1:
-            return estimates[0][1]
-        (a, from_a), (b, from_b) = estimates
-        return from_a + (from_b - from_a) * (k - a) / (b - a)
+        if below is None or above is None:
+            beside = below if above is None else above
+            return ratio(k) if beside is None else self._extrapolated_scale(beside) * ratio(k)
+        from_a, from_b = (self._seconds[n] * ratio(k) / ratio(n) for n in (below, above))
+        return from_a + (from_b - from_a) * (k - below) / (above - below)
+
+    def _extrapolated_scale(self, n: int) -> float:
+        own, count = self._seconds[n] / self._ratio(n), self._counts[n]
+        if not n:  # the plain step: the yardstick, measured every few cycles
+            return own
+        if self._shared_scale is None:
+            drafts = [d for d in self._known if d]
+            weights = sum(self._counts[d] for d in drafts)
+            self._shared_scale = sum(self._counts[d] * self._seconds[d] / self._ratio(d) for d in drafts) / weights
+        return (count * own + SHARED_SCALE_WEIGHT * self._shared_scale) / (count + SHARED_SCALE_WEIGHT)
 
     def _ratio(self, k: int) -> float:
         if k not in self._ratios:
