@@ -227,14 +227,18 @@ class CycleCosts:
         return from_a + (from_b - from_a) * (k - below) / (above - below)
 
     def _extrapolated_scale(self, n: int) -> float:
-        own, count = self._seconds[n] / self._ratio(n), self._counts[n]
+        own, count = self._measured_scale(n), self._counts[n]
         if not n:  # the plain step: the yardstick, measured every few cycles
             return own
         if self._shared_scale is None:
             drafts = [d for d in self._known if d]
             weights = sum(self._counts[d] for d in drafts)
-            self._shared_scale = sum(self._counts[d] * self._seconds[d] / self._ratio(d) for d in drafts) / weights
+            self._shared_scale = sum(self._counts[d] * self._measured_scale(d) for d in drafts) / weights
         return (count * own + SHARED_SCALE_WEIGHT * self._shared_scale) / (count + SHARED_SCALE_WEIGHT)
+
+    def _measured_scale(self, n: int) -> float:
+        """Measured length ``n``'s seconds per plain step of the profile."""
+        return self._seconds[n] / self._ratio(n)
 
     def _ratio(self, k: int) -> float:
         if k not in self._ratios:
