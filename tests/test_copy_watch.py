@@ -3,6 +3,8 @@ have drafted: for the triggers (``tests/test_trigger_policy.py``) and for the ga
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from ds4spec.backend.prompt import ChatMessage
@@ -19,6 +21,7 @@ from ds4spec.policy.copying import (
 )
 from ds4spec.policy.gate import CycleCosts, GatedPolicy
 from ds4spec.policy.memory import PolicyMemory
+from ds4spec.policy.probing import FIRST_PROBE_AFTER, PROBE_SHARE
 from ds4spec.policy.profile import VerifyProfile
 
 # A pass over n tokens in plain steps on a compute-bound target (Q4_K_M on 2 cores): lookup pays only above about 0.85.
@@ -170,3 +173,32 @@ def test_one_accepted_draft_in_a_short_copy_does_not_send_a_whole_line_where_a_m
     gate.observe(3, 3, 3, STEEP.ratio(3))  # its draft: 3 tokens, all accepted
     gate.extend(FILE[28:36])
     assert 0 < gate.draft_length() <= 4 and gate.copies.copy == "short"
+
+
+def _lookup_gate_probes(profile: VerifyProfile, cycles: int = 400) -> list[int]:
+    """The cycles at which lookup alone drafts in new text where its every draft is rejected, each cycle costing what
+    ``profile`` says its pass costs."""
+    gate = LookupGate(16, CycleCosts(profile), LookupAcceptance())
+    gate.begin(DraftContext(text=b""))
+    gate.observe(0, 0, 0, 1.0)
+    drafted = []
+    for cycle in range(cycles):
+        k = gate.draft_length()
+        if k:
+            drafted.append(cycle)
+        gate.observe(k, k, 0, profile.ratio(k))
+    return drafted
+
+
+@pytest.mark.parametrize(("profile", "gap"), [
+    (STEEP, (STEEP.ratio(1) - 1) / PROBE_SHARE),  # a rejected one-token probe loses 0.9 plain steps
+    (VerifyProfile({1: 1.0, 2: 1.15, 3: 1.3, 5: 1.6, 17: 3.6}, "measured"), FIRST_PROBE_AFTER),  # F16-like: 0.15
+], ids=["compute-bound", "memory-bound"])
+def test_lookup_alones_probes_in_new_text_are_spaced_by_what_a_rejected_one_costs(profile: VerifyProfile,
+                                                                                  gap: float) -> None:
+    """Counted as costing nothing, lookup's probes in new text (HumanEval, prose: its matches mostly wrong) came every
+    8, 16, 32 cycles of each answer; on a compute-bound target each rejected one loses 0.9 plain steps. Where a pass
+    over two tokens costs little more than a step, they stay as frequent."""
+    probes = _lookup_gate_probes(profile)
+    lulls = [b - a for a, b in pairwise(probes) if b > a + 1]  # back to back: drafts while the figure still paid
+    assert len(lulls) >= 3 and min(lulls) >= gap and lulls[0] < 2 * gap, probes
