@@ -718,6 +718,27 @@ def test_on_a_compute_bound_target_a_quote_is_drafted_only_once_plain_steps_show
     assert k > 0 and policy.source == "lookup" and 2 <= plain_steps <= 5
 
 
+NOTES = "Explain this line of the notes: the cache keeps the oldest entries when the limit is reached, because it"\
+        " evicts only on writes."
+QUOTED_AT_LENGTH = b'The notes say "the cache keeps the oldest entries when the limit is reached, because it evicts'
+
+
+def test_a_long_quote_in_prose_is_drafted_by_the_quotes_figure_not_by_the_edits_long_copies(book: RuleBook) -> None:
+    """An edited file's long copy goes on; a prose answer's quote ends where its own words resume, however long it
+    was. At the edits' long-copy figure (0.999), the default pair's triggers sent the end of a 64-byte quote a
+    26-token draft, rejected at its first token (Q4_K_M, AVX-512: about 13 plain steps lost)."""
+    learning = TriggerLearning(COMPUTE_BOUND)
+    for _ in range(10):
+        learning.lookup.copying.observe(16, 16)  # the edits before: long copies, all right
+    policy = TriggerPolicy(book, "markdown", 64, ("lookup",), learning)
+    policy.begin(DraftContext(messages=(ChatMessage("user", NOTES),)))
+    policy.observe(0, 0, 0, 1.0, "none")
+    policy.extend(QUOTED_AT_LENGTH)
+    k = _at(policy, QUOTED_AT_LENGTH)
+    assert policy.event == "markdown.prose" and policy.copies.copy == "long"
+    assert k == 0 and policy.copies.figure() is learning.lookup.quote  # on this target no length pays at 0.7
+
+
 @pytest.mark.parametrize("copied", [COPIED, COPIED_LONG])
 @pytest.mark.parametrize(("target_writes", "moves"), [(b"The", "up"), (b"This", "down")])
 def test_a_plain_step_while_copying_teaches_lookup_what_the_copy_would_have_drafted(
