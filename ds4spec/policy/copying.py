@@ -36,7 +36,7 @@ tokens in five answers at 22 to 38% accepted (0.91x and 0.96x, where lookup alon
 otherwise, and a memory-bound one does. A long quote has the quote's figure too: a prose answer's own words resume
 where the quote ends, wherever an edited file's copy went on. At the figure of the edits' long copies (0.999, carried
 from the answers before), the default pair's triggers sent the end of a 64-byte quote a 26-token draft, rejected at
-its first token (Q4_K_M, 2-core AVX-512: a pass costing about 13 plain steps, a tenth of the answer's time).
+its first token (Q4_K_M, 2-core AVX-512: a pass costing about 14 plain steps, a tenth of the answer's time).
 """
 
 from __future__ import annotations
