@@ -783,7 +783,7 @@ def test_plain_steps_through_a_copy_bring_lookup_back_after_rejections_at_an_edi
 
 @pytest.mark.parametrize(("profile", "gap"), [
     (COMPUTE_BOUND, (COMPUTE_BOUND.ratio(1) - 1) / PROBE_SHARE),  # a rejected one-token probe loses 0.96 plain steps
-    (SIMPLE_MACHINE, FIRST_PROBE_AFTER),  # 0.3
+    (MEMORY_BOUND, FIRST_PROBE_AFTER),  # 0.13: the short back-off
 ], ids=["compute-bound", "memory-bound"])
 def test_the_triggers_probe_lookup_in_new_text_as_rarely_as_a_rejected_probe_is_dear(
         book: RuleBook, profile: VerifyProfile, gap: float) -> None:
