@@ -178,4 +178,4 @@ class LookupGate(GatedPolicy):
         its figure as a probe would (``CopyWatch.extend``). Measured on the default pair's prose and HumanEval
         (Q4_K_M, 2-core AVX-512: a pass over 2 tokens costs 1.9 plain steps), one to four rejected one-token probes
         an answer."""
-        return max(0.0, self.costs.cost(k) / self.costs.cost(0) - 1)
+        return self.costs.steps_lost(k)

@@ -189,6 +189,11 @@ class CycleCosts:
     def plain_step(self) -> float | None:
         return self._seconds.get(0)
 
+    def steps_lost(self, k: int) -> float:
+        """Plain steps a cycle drafting ``k`` tokens costs beyond the plain step it replaces: what a rejected draft of
+        them loses (never below 0)."""
+        return max(0.0, self.cost(k) / self.cost(0) - 1)
+
     @property
     def drafts_measured(self) -> bool:
         return self._drafts_seen > 0
@@ -385,7 +390,7 @@ class GatedPolicy(DraftPolicy):
         plain step and with one is often a copy that pays; a model's probe always costs its cycle."""
         if not self.model_misses or self.source == "lookup":
             return 0.0
-        return self.costs.cost(k) / self.costs.cost(0) - 1
+        return self.costs.steps_lost(k)
 
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:

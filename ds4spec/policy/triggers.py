@@ -231,20 +231,16 @@ class TriggerPolicy(DraftPolicy):
             return k, self._ask([source])
         source = max(allowed, key=lambda s: self._promise(model, s))
         k = self.candidates[0]
-        # A model's probe always costs its cycle; lookup's costs nothing without a match, its pass with one.
+        # A model's probe always costs its cycle; lookup's costs nothing without a match, its pass with one. Counted as
+        # free, lookup was probed every 8, 16, 32 cycles of each answer where its figure said no, which plain steps
+        # teach as well in a copy of the prompt, and elsewhere its matches are mostly wrong (``LookupGate``).
         if source == "model":
             waste = (self.learning.costs.tables[source].cost(k) + self._reading(k)) / plain - 1
         else:
-            waste = self._lookup_probe_waste(k, plain)
+            waste = self.learning.costs.tables["lookup"].steps_lost(k)
         if model.probing.due(waste):
             return k, self._ask([source])
         return 0, "any"
-
-    def _lookup_probe_waste(self, k: int, plain: float) -> float:
-        """The plain steps a rejected probe of lookup's ``k`` tokens loses: its pass less a plain step. Counted as none,
-        lookup was probed every 8, 16, 32 cycles of each answer where its figure said no, which plain steps teach as
-        well in a copy of the prompt, and elsewhere its matches are mostly wrong (``LookupGate._probe_waste``)."""
-        return max(0.0, self.learning.costs.tables["lookup"].cost(k) / plain - 1)
 
     def _reading(self, tokens: float) -> float:
         """Seconds of the model's read charged to a cycle expected to write ``tokens``: all of reading what was
