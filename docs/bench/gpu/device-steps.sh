@@ -4,6 +4,9 @@
 #   gpu.sh setup         unpack libs.tar, put llama.cpp's CUDA build where ds4spec and its llama-server peer find it
 #   gpu.sh models        join the model pieces into DS4SPEC_HOME/models
 #   gpu.sh bench ARGS    ds4spec bench ARGS, with the environment set
+# What travels (run 40): .x/a00 .. a23, the target and SmolLM2 joined and cut by `split -b 50M -d -a 2`, one piece a
+# call; .x/libs.tar, llama.cpp's CUDA build (site/llama_cpp/lib/*.so*, bin/llama-server; xz, 30 MB); .x/site2.tar,
+# the pure-Python packages that machine lacks and llama_cpp's Python files and dist-info from the CPU wheel.
 set -u
 S=/tmp/s; P=/tmp/p; H=/tmp/h; KEY=gpu-cuda90
 mkdir -p $S $P $H/models
@@ -27,7 +30,7 @@ take)
     mv .x/[a-z][0-9][0-9] $P/ 2>/dev/null
     echo "pieces: $(ls $P | wc -l) ($(du -sh $P | cut -f1))" ;;
 setup)
-    [ -e $S/ok ] || { tar xf .x/libs.tar -C $S && tar xf .x/site2.tar -C $S/site && touch $S/ok; } || exit 1
+    [ -e $S/ok ] || { tar xf .x/libs.tar -C $S && mkdir -p $S/site && tar xf .x/site2.tar -C $S/site && touch $S/ok; } || exit 1
     cuda_dirs > $S/cuda_dirs
     echo "cuda libraries: $(cat $S/cuda_dirs)"
     printf '%s\n%s\n' $KEY "-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF" > $S/llama-cpp-build.txt
@@ -39,6 +42,13 @@ setup)
     ds4 doctor 2>&1 | tail -n 15
     ~/.cache/ds4spec/wheels/llama-cpp-python-$KEY/llama-server/llama-server --version 2>&1 | tail -n 3 ;;
 models)
+    # The target and SmolLM2 travel as one stream cut into pieces (a00, a01, ...): fewer calls than two files.
+    if ls $P/a[0-9][0-9] >/dev/null 2>&1; then
+        cat $P/a[0-9][0-9] > $P/all && rm $P/a[0-9][0-9]
+        head -c 1117320768 $P/all > $H/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+        tail -c +1117320769 $P/all > $H/models/SmolLM2-135M-Instruct.Q4_1.gguf
+        rm $P/all
+    fi
     for spec in t:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf d:SmolLM2-135M-Instruct.Q4_1.gguf \
                 q:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf; do
         ls $P/${spec%%:*}[0-9][0-9] >/dev/null 2>&1 || continue
