@@ -10,6 +10,9 @@ Vocabulary, used with exactly these meanings everywhere in ds4spec:
   for free).
 - **nothing to draft** (``NOTHING_TO_DRAFT``, as a syntax event's name): a cycle in which the drafter had nothing to
   offer (text lookup alone, the text's end occurring nowhere earlier), so no draft length was weighed: a plain step.
+- **no draft pays** (``NO_DRAFT_PAYS``, as a syntax event's name): a cycle in which text lookup, the only source worth
+  asking, had a match, but by what it has learned no draft of it could pay at any syntax event, so the event was not
+  looked up: a plain step.
 - **committed**: tokens that are final: they will be part of the output and are in the target's context.
   Every committed token is either accepted (provenance ``DRAFT``) or the target's own (provenance
   ``TARGET``: plain steps, corrections and bonus tokens).
@@ -26,6 +29,7 @@ from enum import StrEnum
 from ds4spec.core.stats import GenerationStats
 
 NOTHING_TO_DRAFT = "drafter.nothing"
+NO_DRAFT_PAYS = "drafter.no_gain"
 
 
 class Provenance(StrEnum):

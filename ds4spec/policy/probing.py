@@ -21,6 +21,10 @@ class ProbeBackoff:
         self.idle = 0
         self.probe_after = FIRST_PROBE_AFTER
 
+    def due_next(self, waste: float = 0.0) -> bool:
+        """Whether the next ``due`` would say True (nothing counted)."""
+        return self.idle + 1 >= max(self.probe_after, waste / PROBE_SHARE)
+
     def due(self, waste: float = 0.0) -> bool:
         """Counts one cycle without drafting; True when this one should probe (and the next probe waits longer).
         ``waste``: the plain steps a probe loses when its draft is rejected (its cycle, less the step it replaces)."""

@@ -141,11 +141,16 @@ class SyntaxTracker:
     def in_code(self) -> bool:
         return not self.family.prose or self._fence is not None
 
+    @property
+    def family_in_force(self) -> Family:
+        """The family of the text's end: a fence's language inside a fence, else the tracker's."""
+        return self._fence[1] if self._fence else self.family
+
     def event(self) -> tuple[Family, str]:
-        """The family in force (a fence's language inside a fence) and the event at the end of the text."""
+        """The family in force and the event at the end of the text."""
         if self.family.prose and self._fence is None:
             return self.family, self._prose_event()
-        family = self._fence[1] if self._fence else self.family
+        family = self.family_in_force
         if self._fence and self._total == self._body_start:
             return family, "fence_open"
         region = self._body_start if self._fence else 0

@@ -14,7 +14,9 @@ lookup and the model compete, lookup is worth its match rate times its rate when
 rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
 (``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one length
 above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
-probes again with back-off so that an event that starts to pay is noticed. A model that waits its turn must first
+probes again with back-off so that an event that starts to pay is noticed (per event; lookup alone, whose figure is
+one for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any
+event, the event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits its turn must first
 read the text it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is
 charged to the cycle that asks it, the prompt's first read to the share of the answer that cycle is expected to
 write. What it learns lives in ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
-from ds4spec.core.events import NOTHING_TO_DRAFT
+from ds4spec.core.events import NO_DRAFT_PAYS, NOTHING_TO_DRAFT
 from ds4spec.policy.copying import CopyWatch, LookupAcceptance
 from ds4spec.policy.gate import (
     CARRIED_TRIALS,
@@ -119,6 +121,9 @@ class TriggerLearning:
         self.lookup = LookupAcceptance()  # lookup's drafts, at every event
         self.lookup_drafts = 0  # in this generation
         self.lookup_taught = False  # whether any of lookup's drafts was judged yet
+        # When to probe lookup alone again where its figure says no: one clock an answer, as its figure is one for
+        # every event (a clock per event probed it at each event in turn: on code, five events, five times as often).
+        self.lookup_probing = ProbeBackoff()
         self.model_token_seconds = 0.0  # a model's drafted token, as measured at load (0: not measured)
 
     def new_generation(self) -> None:
@@ -129,6 +134,7 @@ class TriggerLearning:
         self.costs.new_generation()
         self.lookup.carry_over()
         self.lookup_drafts = 0
+        self.lookup_probing.reset()
         for model in self.events.values():
             model.new_generation()
 
@@ -174,16 +180,54 @@ class TriggerPolicy(DraftPolicy):
         self._read = seconds
 
     def draft_length(self) -> int:
+        self._unread_asked = (self._prompt_unread, self._unread)
+        self.copies.look(prose=self.tracker.family_in_force.prose)  # inside a fence, the fenced language's
+        if self._lookup_idle():
+            self.event, self._current, self._asked, self.source = NO_DRAFT_PAYS, None, "any", "any"
+            return 0
         family, event = self.tracker.event()
         self.event = f"{family.name}.{event}"
         model = self._current = self.learning.model(self.event, family.rule(event))
-        self._unread_asked = (self._prompt_unread, self._unread)
-        self.copies.look(prose=family.prose)  # inside a fence the family is the fenced language
         k, self.source = self._choose(model)
         if k:
             self.copies.drafting()
         self._asked = self.source
         return k
+
+    def _probe_clock(self, model: EventModel) -> ProbeBackoff:
+        """When to probe again: lookup alone on one clock an answer (its figure is one for all events), else the
+        event's, which both sources share."""
+        return self.learning.lookup_probing if self.sources == ("lookup",) else model.probing
+
+    def _lookup_idle(self) -> bool:
+        """Whether this cycle drafts nothing at whatever syntax event the text ends in, which then is not looked up
+        (lexing the current line is most of what a cycle costs here: on an H200, the triggers' loop took 0.33 to 0.38
+        ms a cycle on HumanEval against lookup alone's 0.20 to 0.22, both drafting nothing, 7% of a 2.2 ms step).
+        So it holds only where ``_choose`` would say 0 at every event: lookup is the only source, the text copies
+        nothing of the prompt, no length pays by lookup's figure (an event's best) nor up to any rule's length (a
+        first try), a short blind try is ruled out, and lookup's probe is not due; this cycle is then counted on
+        lookup's probe clock, as ``_choose`` would count it."""
+        learning = self.learning
+        plain = learning.costs.plain_step()
+        if (self.sources != ("lookup",) or self.copies.copy != "none" or not learning.lookup_taught
+                or plain is None or self.draft_max <= 0 or learning.costs.plain_is_stale()):
+            return False
+        floor = 1.0 / plain
+        if self._best_when_drafted(None, "lookup")[1] > floor:
+            return False
+        table = learning.costs.tables["lookup"]
+        family = self.tracker.family_in_force
+        for k in {min(rule.length, self.draft_max) for rule in family.events.values() if rule.length > 0}:
+            if self._lookup_best_up_to(k)[1] > floor:
+                return False
+            short = min(k, FIRST_TRY_SHORT)
+            if learning.lookup_drafts < LOOKUP_EVIDENCE and table.profile.ratio(short) <= BLIND_TRY_STEPS:
+                return False
+        waste = table.steps_lost(self.candidates[0])
+        if learning.lookup_probing.due_next(waste):
+            return False
+        learning.lookup_probing.due(waste)
+        return True
 
     def pass_over(self) -> None:
         """No syntax event is looked up (lexing the line is most of a cycle's cost here): the cycle is counted as one
@@ -224,7 +268,7 @@ class TriggerPolicy(DraftPolicy):
             # text is being copied (measured on the F16 pair: after HumanEval taught that the model pays on code
             # lines, the edits' code lines went on asking it, and catching it up on lookup's copies took 22% of
             # the time; triggers 2.60x against lookup's 3.45x).
-            model.probing.reset()
+            self._probe_clock(model).reset()
             k, source = best
             if source == "model" and "lookup" in allowed and self._lookup_would_win(model, best_rate):
                 return k, "any"
@@ -238,7 +282,7 @@ class TriggerPolicy(DraftPolicy):
             waste = (self.learning.costs.tables[source].cost(k) + self._reading(k)) / plain - 1
         else:
             waste = self.learning.costs.tables["lookup"].steps_lost(k)
-        if model.probing.due(waste):
+        if self._probe_clock(model).due(waste):
             return k, self._ask([source])
         return 0, "any"
 
@@ -328,9 +372,12 @@ class TriggerPolicy(DraftPolicy):
         """One source when one is named; ``any`` (both untried) lets a hybrid try lookup, then the model."""
         return sources[0] if len(sources) == 1 else "any"
 
-    def _alpha(self, model: EventModel, source: str) -> float:
+    def _alpha(self, model: EventModel | None, source: str) -> float:
         """The acceptance of ``source``'s drafts here: lookup's by where the text is (a copy or not)."""
-        return self.copies.figure().alpha if source == "lookup" else model.acceptance.alpha
+        if source == "lookup":
+            return self.copies.figure().alpha
+        assert model is not None, "a model's acceptance is an event's"
+        return model.acceptance.alpha
 
     def _promise(self, model: EventModel, source: str) -> float:
         """What a probe of ``source`` here may find: its acceptance, lookup's only where it has matches."""
@@ -348,7 +395,7 @@ class TriggerPolicy(DraftPolicy):
             rate = p * rate + (1 - p) / (LOOKUP_MISS * plain)
         return k, rate
 
-    def _best_when_drafted(self, model: EventModel, source: str) -> tuple[int, float]:
+    def _best_when_drafted(self, model: EventModel | None, source: str) -> tuple[int, float]:
         """The measured length with the best expected rate; while the longest measured one is the best, the next
         longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
