@@ -194,6 +194,11 @@ class TriggerPolicy(DraftPolicy):
         self._asked = self.source
         return k
 
+    def _lookup_probe_waste(self) -> float:
+        """What a rejected probe of lookup loses (a probe drafts the shortest candidate); ``_lookup_idle`` counts its
+        clock with the same figure as ``_choose``, or the two would probe at different cycles."""
+        return self.learning.costs.tables["lookup"].steps_lost(self.candidates[0])
+
     def _probe_clock(self, model: EventModel) -> ProbeBackoff:
         """When to probe again: lookup alone on one clock an answer (its figure is one for all events), else the
         event's, which both sources share."""
@@ -223,7 +228,7 @@ class TriggerPolicy(DraftPolicy):
             short = min(k, FIRST_TRY_SHORT)
             if learning.lookup_drafts < LOOKUP_EVIDENCE and table.profile.ratio(short) <= BLIND_TRY_STEPS:
                 return False
-        waste = table.steps_lost(self.candidates[0])
+        waste = self._lookup_probe_waste()
         if learning.lookup_probing.due_next(waste):
             return False
         learning.lookup_probing.due(waste)
@@ -281,7 +286,7 @@ class TriggerPolicy(DraftPolicy):
         if source == "model":
             waste = (self.learning.costs.tables[source].cost(k) + self._reading(k)) / plain - 1
         else:
-            waste = self.learning.costs.tables["lookup"].steps_lost(k)
+            waste = self._lookup_probe_waste()
         if self._probe_clock(model).due(waste):
             return k, self._ask([source])
         return 0, "any"
