@@ -348,3 +348,25 @@ def test_the_remembered_best_length_is_the_one_ranking_the_lengths_now_gives(alp
         fresh = max(lengths, key=lambda n: (expected_tokens(alpha, n) / costs.cost(n), -n))
         assert best_length(costs, alpha, lengths) == (fresh, expected_tokens(alpha, fresh) / costs.cost(fresh))
         assert best_length(costs, alpha, lengths) == best_length(costs, alpha, lengths)  # asked again: remembered
+
+
+@pytest.mark.parametrize("profile", [None, CPU], ids=["prior", "cpu-profile"])
+def test_the_version_moves_whenever_a_drafting_lengths_cost_does(profile: VerifyProfile | None) -> None:
+    """A policy keeps rates computed from the costs while ``version`` stands (the triggers' idle check): plain steps
+    that drift, drafts, aftermaths and a plain step that has drifted far must all be seen."""
+    costs = CycleCosts(profile)
+    rng = random.Random(7)
+    lengths = (1, 2, 4, 7, 16)
+    seen: dict[int, tuple[float, ...]] = {}
+    moves = 0
+    for i in range(600):
+        k = rng.choice(lengths) if rng.random() < 0.15 else 0
+        step = 0.035 * (1.5 if 200 <= i < 260 else 1.0)  # a stretch where the machine is slower
+        costs.observe(k, step * (costs.profile.ratio(k) if k else 1.0) * rng.uniform(0.9, 1.3))
+        now = tuple(costs.cost(n) for n in lengths)
+        if costs.version in seen:
+            assert seen[costs.version] == now, i
+        else:
+            moves += 1
+        seen[costs.version] = now
+    assert 10 < moves < 300  # it stands between changes

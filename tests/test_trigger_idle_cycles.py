@@ -180,3 +180,16 @@ def test_a_first_try_that_a_length_not_yet_measured_would_pay_still_looks_the_ev
         policy.tracker.begin(b'def total(xs):\n    name = "tot')
         decisions.append((k, policy.draft_length(), policy.event))
     assert decisions[0] == decisions[1] == (6, 1, "python.string")
+
+
+def test_lookups_best_rate_is_recomputed_once_its_costs_move(book: RuleBook) -> None:
+    """The best rate lookup could draft at is kept from cycle to cycle; a measurement that makes a length cheap must
+    end the skip at once (lookup's figure unchanged)."""
+    policy = TriggerPolicy(book, "python", 64, ("lookup",), TriggerLearning(H200))
+    _replay(policy, H200, 0)
+    policy.begin(DraftContext(text=PROMPT))
+    policy.extend(NEW_CODE[:40])
+    assert policy.draft_length() == 0 and policy.event == NO_DRAFT_PAYS
+    for _ in range(20):  # four drafted tokens come to cost half a plain step
+        policy.learning.costs.tables["lookup"].observe(4, 0.5)
+    assert policy.draft_length() > 0 and policy.event != NO_DRAFT_PAYS

@@ -139,7 +139,8 @@ class _Cycle:
             draft, requested, source, draft_seconds, sync_seconds, propose_seconds = self._draft(pending)
             base = target.n_past
             t0 = time.perf_counter()
-            target.checkpoint()
+            if draft:  # nothing to roll back after a plain step
+                target.checkpoint()
             rows = target.eval_span_view([pending, *draft])  # read before the next pass writes over them
             model_seconds = propose_seconds + time.perf_counter() - t0
             verdict = self._verify(rows, draft)
@@ -232,6 +233,8 @@ class _Cycle:
 
     def _verify(self, rows: np.ndarray, draft: list[int]) -> Verdict:
         last_n = self.request.sampling.repeat_last_n
+        if not draft:  # a plain step, chosen as plain decoding chooses it (most cycles where nothing pays)
+            return Verdict(0, self.sampler.choose(rows[0], self.target.recent_tokens(last_n)))
         span = len(draft) + 1
         # History for the repeat penalty at span position i: the context up to and including span[i].
         recent = self.target.recent_tokens(last_n + span) if self.request.sampling.repeat_penalty != 1 else []

@@ -88,6 +88,7 @@ class CycleCosts:
         self._ranked: dict[int, list[int]] = {}  # for the same ones every cycle (triggers: 20 a cycle, 0.08 ms)
         self._estimated_at: float | None = None  # the plain step the estimates were made with
         self._best: dict[tuple[float, tuple[int, ...]], tuple[int, float]] = {}  # best_length's answers, with them
+        self.version = 0  # counts the changes of any drafting length's cost: a caller may keep rates until it moves
         self._drafts_seen = 0  # measurements of drafting cycles
         self._plain_seen = 0
         self._generation_starts = False
@@ -127,7 +128,7 @@ class CycleCosts:
         plain, basis = self._seconds.get(0), self._estimated_at
         if k or plain is None or basis is None or abs(plain - basis) > ESTIMATE_DRIFT * basis:
             self._estimates.clear()
-            self._best.clear()
+            self._costs_changed()
             self._shared_scale = None
             self._estimated_at = plain
 
@@ -154,8 +155,12 @@ class CycleCosts:
         if self._after_learned:
             old = self._aftermath
             self._aftermath = self._after_sum if old is None else (1 - EMA) * old + EMA * self._after_sum
-            self._best.clear()
+            self._costs_changed()
         self._after_left, self._after_learned = 0, False
+
+    def _costs_changed(self) -> None:
+        self._best.clear()
+        self.version += 1
 
     def best(self, alpha: float, lengths: tuple[int, ...]) -> tuple[int, float]:
         """``best_length`` without extra costs, remembered until the estimates change."""
