@@ -65,6 +65,15 @@ def test_prefers_the_longest_then_most_recent_match() -> None:
     assert started(b"\nx.append(1)\n\nx.append(2)\n\nx.app").propose(2).text == b"end(2)\n"
 
 
+def test_the_longest_match_is_found_when_the_text_arrives_a_byte_at_a_time() -> None:
+    """Text committed a token at a time is indexed as text read at once: the 20-byte suffix still picks the first
+    line, whose last 5 and 10 bytes recur more recently in the second."""
+    drafter = started(b"")
+    for byte in b"one: the quick brown fox jumps\ntwo: xx brown fox jumps over\none: the quick brown fox jumps":
+        drafter.extend(bytes([byte]))
+    assert drafter.propose(2).text == b"\ntwo: x"
+
+
 def test_proposes_nothing_without_a_match() -> None:
     assert started(b"abcdef").propose(8) is NO_DRAFT
     assert started(b"abab").propose(8) is NO_DRAFT  # shorter than min_match (5)
