@@ -83,10 +83,14 @@ def _language(prompt: bytes) -> str:
     return "markdown" if prompt.startswith(b"# Notes") else "python"
 
 
-@pytest.fixture(scope="module", params=["bpe", "spm"])
+@pytest.fixture(scope="module", params=["bpe", "spm", "bpe-launching-ahead"])
 def target(request: pytest.FixtureRequest, tiny_models: dict[str, Path]) -> Iterator[LlamaTarget]:
-    with LlamaTarget(tiny_models[request.param], TargetOptions(n_ctx=1024, n_gpu_layers=0)) as t:
-        t.kind = request.param  # type: ignore[attr-defined]
+    """Each tokenizer family, and a target that launches each plain step ahead of the last one's bookkeeping as on
+    a GPU (on a CPU the pass runs inside the launch: the path is the GPU's, the timing is not)."""
+    kind = request.param.split("-")[0]
+    ahead = True if request.param.endswith("launching-ahead") else None
+    with LlamaTarget(tiny_models[kind], TargetOptions(n_ctx=1024, n_gpu_layers=0, launch_ahead=ahead)) as t:
+        t.kind = kind  # type: ignore[attr-defined]
         yield t
 
 
@@ -310,9 +314,11 @@ def test_faulty_drafters_leave_the_output_unchanged(target: LlamaTarget, faulty:
     assert spec.stats.drafter_failures > 0 and guarded.failures.total == spec.stats.drafter_failures
 
 
-def test_snapshot_rollback_keeps_output_identical(tiny_bpe_gguf: Path) -> None:
+@pytest.mark.parametrize("ahead", [None, True], ids=["", "launching-ahead"])
+def test_snapshot_rollback_keeps_output_identical(tiny_bpe_gguf: Path, ahead: bool | None) -> None:
     """The path recurrent and hybrid models take: state snapshots instead of dropping a tail."""
-    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0, force_snapshots=True)) as t:
+    options = TargetOptions(n_ctx=512, n_gpu_layers=0, force_snapshots=True, launch_ahead=ahead)
+    with LlamaTarget(tiny_bpe_gguf, options) as t:
         request = GenerationRequest(t.tokenizer.tokenize(PROMPTS[0]), max_tokens=32)
         plain = run_plain(t, request)
         spec, _, _ = run_spec(t, OracleDrafter(t.tokenizer.detokenize(plain.tokens)), request, PROMPTS[0],
@@ -321,8 +327,9 @@ def test_snapshot_rollback_keeps_output_identical(tiny_bpe_gguf: Path) -> None:
         assert spec.tokens == plain.tokens
 
 
-def test_a_full_context_ends_speculation_where_plain_ends(tiny_bpe_gguf: Path) -> None:
-    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=64, n_gpu_layers=0, n_batch=64)) as t:
+@pytest.mark.parametrize("ahead", [None, True], ids=["", "launching-ahead"])
+def test_a_full_context_ends_speculation_where_plain_ends(tiny_bpe_gguf: Path, ahead: bool | None) -> None:
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=64, n_gpu_layers=0, n_batch=64, launch_ahead=ahead)) as t:
         request = GenerationRequest(t.tokenizer.tokenize(PROMPTS[0]), max_tokens=1000)
         plain = run_plain(t, request)
         spec, _, _ = run_spec(t, OracleDrafter(t.tokenizer.detokenize(plain.tokens)), request, PROMPTS[0],

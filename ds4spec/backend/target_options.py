@@ -13,3 +13,6 @@ class TargetOptions:
     n_gpu_layers: int | None = None  # None: every layer on a GPU or Metal when present, else 0
     n_batch: int = 512  # the longest span one forward pass takes; prompts are fed in chunks of this
     force_snapshots: bool = False  # use state snapshots even where the memory could drop a tail (tests)
+    # Start the next plain step before the bookkeeping of the last: None where a pass is measured to run beside the
+    # caller (a GPU), True to do it anyway (tests on a CPU), False never.
+    launch_ahead: bool | None = None

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
 from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough
+from ds4spec.core.early_launch import EarlyLaunch
 
 T = TypeVar("T")
 
@@ -28,6 +29,9 @@ class Tokenizer(Protocol):
     def is_eog(self, token: int) -> bool: ...
 
     def is_control(self, token: int) -> bool: ...
+
+
+LaunchAhead = Literal["never", "where_it_pays", "always"]
 
 
 class Target(Protocol):
@@ -57,6 +61,20 @@ class Target(Protocol):
 
     def eval_span_view(self, tokens: Sequence[int]) -> np.ndarray:
         """``eval_span`` whose rows are read-only and valid only until the next pass or rollback (no copy)."""
+        ...
+
+    def launch(self, tokens: Sequence[int]) -> None:
+        """Starts ``eval_span_view``'s pass (the context holds ``tokens`` from here on); ``span_rows`` has its rows."""
+        ...
+
+    def span_rows(self) -> np.ndarray:
+        """The rows of the pass ``launch`` started, once it is done."""
+        ...
+
+    @property
+    def launches_ahead(self) -> LaunchAhead:
+        """Whether a plain step may start before the bookkeeping of the token before it: ``never`` where a pass runs
+        inside its launch (a CPU), ``where_it_pays`` where it runs beside the caller (a GPU), ``always`` (tests)."""
         ...
 
     def checkpoint(self) -> None: ...
@@ -113,6 +131,7 @@ class DraftPolicy(ABC):
     # Whether the policy charges a drafter's reads itself (``observe_reading``): its cycles are then timed whole,
     # the prompt's read included; else that read is spread over the drafting cycles after it.
     charges_reading: bool = False
+    early_launch: EarlyLaunch | None = None  # what launching plain steps early cost so far (None: a generation's own)
 
     def begin(self, context: DraftContext) -> None:  # noqa: B027 - optional: most policies ignore the text
         """A generation starts from ``context``."""

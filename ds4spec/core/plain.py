@@ -54,6 +54,10 @@ class OutputStream:
         self.stats = stats
         self.tokens: list[int] = []
 
+    def ends_at(self, token: int) -> bool:
+        """Whether committing ``token`` surely ends the answer (a stop string aside)."""
+        return self._tok.is_eog(token) or len(self.tokens) + 1 >= self._max
+
     def commit(self, token: int, provenance: Provenance) -> tuple[TextChunk | None, FinishReason | None]:
         """Commits ``token``; returns the text it releases and the finish reason if generation ends here."""
         if self._tok.is_eog(token):
@@ -139,12 +143,31 @@ def _decode_loop(target: Target, generation: Generation, cancelled: Callable[[],
         if cancelled():
             return FinishReason.CANCELLED
         token = sampler.choose(logits, target.recent_tokens(request.sampling.repeat_last_n))
+        # On a GPU the next pass runs while this token is committed and shown (``Target.launches_ahead``).
+        ahead = launch_ahead(target, out, token)
         chunk, reason = out.commit(token, Provenance.TARGET)
         if chunk:
             yield chunk
         if reason:
+            if ahead:
+                take_back(target)
             return reason
         if target.n_past >= target.n_ctx:
             return FinishReason.CONTEXT
-        logits = target.eval_span_view([token])[0]  # chosen from before the next pass
+        logits = (target.span_rows() if ahead else target.eval_span_view([token]))[0]  # chosen from before the next
         out.stats.target_forward_passes += 1
+
+
+def launch_ahead(target: Target, out: OutputStream, token: int) -> bool:
+    """Starts the plain step after ``token`` before it is committed, where the target may and the token cannot end
+    the answer by itself (an end-of-generation token, the budget, the context); a stop string it may complete is
+    ``take_back``'s."""
+    if target.launches_ahead == "never" or out.ends_at(token) or target.n_past + 1 >= target.n_ctx:
+        return False
+    target.launch([token])
+    return True
+
+
+def take_back(target: Target) -> None:
+    """Forgets a step launched ahead for a token that ended the answer: the context holds what was committed."""
+    target.rollback(target.n_past - 1)

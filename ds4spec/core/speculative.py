@@ -27,8 +27,9 @@ import numpy as np
 from ds4spec.core.align import align_draft
 from ds4spec.core.contracts import DraftPolicy, Proposer, Target
 from ds4spec.core.drafting import DraftContext
+from ds4spec.core.early_launch import EarlyLaunch
 from ds4spec.core.events import CycleReport, Event, FinishReason, Provenance
-from ds4spec.core.plain import Generation, GenerationRequest
+from ds4spec.core.plain import Generation, GenerationRequest, launch_ahead, take_back
 from ds4spec.core.stats import EventCounts
 from ds4spec.core.verify import Verdict, verify_draft
 
@@ -117,6 +118,7 @@ class _Cycle:
         # step takes 10 to 20 ms, so this must stay well under that.
         self.loop_samples: list[float] = []
         self.catch_up = CatchUpDebt()
+        self.early = policy.early_launch or EarlyLaunch()
 
     def run(self, cancelled: Callable[[], bool], generation: Generation) -> Generator[Event, None, FinishReason]:
         target = self.target
@@ -130,23 +132,38 @@ class _Cycle:
         if reason:
             return reason
         self._follow(self.tok.piece(pending))
+        ahead = False  # pending's plain step was launched in the last cycle, its rows not read yet
+        plain = False  # whether the last cycle drafted nothing
         while True:
             if cancelled():
                 return FinishReason.CANCELLED
             if target.n_past >= target.n_ctx:
                 return FinishReason.CONTEXT
             start = time.perf_counter()
-            draft, requested, source, draft_seconds, sync_seconds, propose_seconds = self._draft(pending)
-            base = target.n_past
+            draft, requested, source, draft_seconds, sync_seconds, propose_seconds = self._draft(pending, ahead)
+            base = target.n_past - ahead
             t0 = time.perf_counter()
-            if draft:  # nothing to roll back after a plain step
-                target.checkpoint()
-            rows = target.eval_span_view([pending, *draft])  # read before the next pass writes over them
-            model_seconds = propose_seconds + time.perf_counter() - t0
-            verdict = self._verify(rows, draft)
+            if ahead:
+                verdict, model_seconds, passes = self._verify_ahead(draft)
+            else:
+                if draft:  # nothing to roll back after a plain step
+                    target.checkpoint()
+                rows = target.eval_span_view([pending, *draft])  # read before the next pass writes over them
+                model_seconds, passes = time.perf_counter() - t0, 1
+                verdict = self._verify(rows, draft)
             target.rollback(base + 1 + verdict.accepted)
             verify_seconds = time.perf_counter() - t0
-            self._account(len(draft), verdict.accepted, draft_seconds, verify_seconds)
+            model_seconds += propose_seconds
+            # On a GPU the next plain step runs while this cycle's bookkeeping is done (the policy decides whether
+            # to draft after it only then; a draft is then verified against that step's row first).
+            if plain:
+                self.early.after_plain_step(bool(draft) and verdict.accepted > 0)
+            plain = not draft
+            launched = time.perf_counter()
+            may = target.launches_ahead == "always" or self.early.pays()
+            ahead = plain and may and launch_ahead(target, self.out, verdict.token)
+            model_seconds += time.perf_counter() - launched
+            self._account(len(draft), verdict.accepted, draft_seconds, verify_seconds, passes)
             outside = 0.0  # seconds the consumer held the stream
             if draft:
                 handed = time.perf_counter()
@@ -163,6 +180,8 @@ class _Cycle:
                     outside += time.perf_counter() - handed
                 if finished:
                     break
+            if finished and ahead:
+                take_back(target)
             if not finished:
                 self._follow(self.tok.detokenize(committed))
             spent = time.perf_counter() - start
@@ -175,26 +194,45 @@ class _Cycle:
             # The cycle that ends the answer is observed too: a policy's figures outlive one answer.
             self.policy.observe(requested, len(draft), verdict.accepted, spent, source)
             self.loop_samples.append(time.perf_counter() - start - model_seconds - outside)
+            if plain:
+                self.early.plain_step(model_seconds, self.loop_samples[-1])
             if finished:
                 return finished
             pending = verdict.token
+
+    def _verify_ahead(self, draft: list[int]) -> tuple[Verdict, float, int]:
+        """The verdict on ``draft`` after the plain step launched ahead for pending, the seconds spent in the target,
+        and its passes: the step's row judges the draft's first token, and only a first token that holds takes a
+        pass over the draft (a draft rejected there costs nothing beyond the step)."""
+        target = self.target
+        start = time.perf_counter()
+        first = self.sampler.choose(target.span_rows()[0], target.recent_tokens(self.request.sampling.repeat_last_n))
+        if not draft or first != draft[0]:
+            return Verdict(0, first), time.perf_counter() - start, 1
+        target.checkpoint()
+        rows = target.eval_span_view(draft)
+        seconds = time.perf_counter() - start
+        rest = self._verify(rows, draft[1:])
+        return Verdict(1 + rest.accepted, rest.token), seconds, 2
 
     def _follow(self, committed: bytes) -> None:
         """The drafter and the policy both follow the committed text."""
         self.drafter.extend(committed)
         self.policy.extend(committed)
 
-    def _draft(self, pending: int) -> tuple[list[int], int, str, float, float, float]:
-        """Target tokens to verify after ``pending``, how many were asked for, the draft's source (``none``
-        when there was none), the seconds it took, how many of them the drafter spent catching up, and how
-        many in its proposal (the model's work, catch-up included; the rest is alignment)."""
+    def _draft(self, pending: int, ahead: bool) -> tuple[list[int], int, str, float, float, float]:
+        """Target tokens to verify after ``pending`` (whose step was launched ``ahead``, or not), how many were asked
+        for, the draft's source (``none`` when there was none), the seconds it took, how many of them the drafter
+        spent catching up, and how many in its proposal (the model's work, catch-up included; the rest is
+        alignment)."""
         target = self.target
+        held = target.n_past - ahead  # the context before pending
         room = min(
-            target.n_ctx - target.n_past - 1,
+            target.n_ctx - held - 1,
             target.n_batch - 1,
             self.request.max_tokens - len(self.out.tokens),
         )
-        if target.n_past + 1 < self.settings.warmup_tokens or not self.drafter.available:
+        if held + 1 < self.settings.warmup_tokens or not self.drafter.available:
             return [], 0, "none", 0.0, 0.0, 0.0
         if not self.drafter.may_propose():
             # Weighing lengths, syntax events included, costs more than a search of the text (on code, most cycles
@@ -206,7 +244,7 @@ class _Cycle:
             return [], 0, "none", 0.0, 0.0, 0.0
         t0 = time.perf_counter()
         # align_draft re-tokenizes the window's last tokens after any control token (template markup).
-        window = [*self.target.recent_tokens(ALIGN_WINDOW - 1), pending]
+        window = target.recent_tokens(ALIGN_WINDOW) if ahead else [*target.recent_tokens(ALIGN_WINDOW - 1), pending]
 
         last: dict[bytes, list[int]] = {}  # the text enough() last aligned: the draft, when the model stopped there
 
@@ -245,11 +283,11 @@ class _Cycle:
 
         return verify_draft(rows, draft, choose)
 
-    def _account(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
+    def _account(self, drafted: int, accepted: int, draft_s: float, verify_s: float, passes: int) -> None:
         s = self.stats
         if self.policy.event:
             s.events.setdefault(self.policy.event, EventCounts()).add(drafted, accepted)
-        s.target_forward_passes += 1
+        s.target_forward_passes += passes
         s.draft_seconds += draft_s
         s.verify_seconds += verify_s
         if drafted:

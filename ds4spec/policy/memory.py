@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ds4spec.core.contracts import DraftPolicy, Proposer
+from ds4spec.core.early_launch import EarlyLaunch
 from ds4spec.policy.copying import LookupAcceptance, LookupGate
 from ds4spec.policy.costs import SourceCost, source_costs
 from ds4spec.policy.gate import AcceptanceModel, CycleCosts, FixedLength, GatedPolicy
@@ -28,6 +29,7 @@ class PolicyMemory:
     gate_costs: CycleCosts = field(init=False)  # what the gate learned
     gate_acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
     gate_lookup: LookupAcceptance = field(default_factory=LookupAcceptance)  # the gate's, for lookup alone
+    early_launch: EarlyLaunch = field(default_factory=EarlyLaunch)  # the loop's, for every policy made here
 
     def __post_init__(self) -> None:
         self.learning = TriggerLearning(self.profile)
@@ -54,6 +56,11 @@ class PolicyMemory:
 
     def policy(self, rules: RuleBook | None, language: str | None, draft_max: int) -> DraftPolicy:
         """Triggers for ``language`` with ``rules``, else the gate; both learn across generations."""
+        policy = self._policy(rules, language, draft_max)
+        policy.early_launch = self.early_launch
+        return policy
+
+    def _policy(self, rules: RuleBook | None, language: str | None, draft_max: int) -> DraftPolicy:
         sources = self.sources
         if not sources:
             return FixedLength(0)
