@@ -6,7 +6,8 @@
 #   gpu.sh bench ARGS    ds4spec bench ARGS, with the environment set
 # What travels (run 40): .x/a00 .. a23, the target and SmolLM2 joined and cut by `split -b 50M -d -a 2`, one piece a
 # call; .x/libs.tar, llama.cpp's CUDA build (site/llama_cpp/lib/*.so*, bin/llama-server; xz, 30 MB); .x/site2.tar,
-# the pure-Python packages that machine lacks and llama_cpp's Python files and dist-info from the CPU wheel.
+# the pure-Python packages that machine lacks and llama_cpp's Python files and dist-info from the CPU wheel. Run 43:
+# b00 .. b25, cut at 45M (a 50 MiB piece and the repository came to more than a call's 64 MiB).
 set -u
 S=/tmp/s; P=/tmp/p; H=/tmp/h; KEY=gpu-cuda90
 mkdir -p $S $P $H/models
@@ -43,8 +44,8 @@ setup)
     ~/.cache/ds4spec/wheels/llama-cpp-python-$KEY/llama-server/llama-server --version 2>&1 | tail -n 3 ;;
 models)
     # The target and SmolLM2 travel as one stream cut into pieces (a00, a01, ...): fewer calls than two files.
-    if ls $P/a[0-9][0-9] >/dev/null 2>&1; then
-        cat $P/a[0-9][0-9] > $P/all && rm $P/a[0-9][0-9]
+    if ls $P/[ab][0-9][0-9] >/dev/null 2>&1; then
+        cat $P/[ab][0-9][0-9] > $P/all && rm $P/[ab][0-9][0-9]
         head -c 1117320768 $P/all > $H/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
         tail -c +1117320769 $P/all > $H/models/SmolLM2-135M-Instruct.Q4_1.gguf
         rm $P/all
