@@ -15,7 +15,7 @@ from ds4spec.core.events import CycleReport, Finished
 from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.core.speculative import SpecSettings, generate_speculative
 from ds4spec.drafters.guard import GuardedDrafter
-from ds4spec.policy.gate import GatedPolicy
+from ds4spec.policy.gate import FixedLength, GatedPolicy
 
 
 def stopped_after(asks: int) -> Callable[[], bool]:
@@ -204,3 +204,19 @@ class TimedModel(Drafter):
         self.proposals += 1
         time.sleep(self.seconds)
         return Draft(b" x", "model", 1)
+
+
+class EveryOtherCycle(FixedLength):
+    """Drafts every other cycle: each draft follows a plain step, launched ahead where the target does that."""
+
+    def __init__(self, draft_max: int) -> None:
+        super().__init__(draft_max)
+        self.turn = 0
+        self.cycles = 0
+
+    def draft_length(self) -> int:
+        self.turn += 1
+        return self.draft_max if self.turn % 2 == 0 else 0
+
+    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float, source: str = "") -> None:
+        self.cycles += 1

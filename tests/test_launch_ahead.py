@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from spec_helpers import OracleDrafter, run_plain, run_spec
+from spec_helpers import EveryOtherCycle, OracleDrafter, run_plain, run_spec
 
 from ds4spec.backend.target import LlamaTarget, PassTiming
 from ds4spec.backend.target_options import TargetOptions
@@ -19,7 +19,6 @@ from ds4spec.core.early_launch import EarlyLaunch
 from ds4spec.core.events import FinishReason
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.core.sampling import SamplingSettings
-from ds4spec.policy.gate import FixedLength
 
 PROMPTS = [
     b"def fibonacci(n):\n    ",
@@ -37,22 +36,6 @@ def targets(tiny_bpe_gguf: Path) -> Iterator[tuple[LlamaTarget, LlamaTarget]]:
     with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0, launch_ahead=True)) as ahead, \
             LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=512, n_gpu_layers=0, launch_ahead=False)) as plain:
         yield ahead, plain
-
-
-class EveryOtherCycle(FixedLength):
-    """Drafts every other cycle: each draft follows a plain step, launched ahead where the target does that."""
-
-    def __init__(self, draft_max: int) -> None:
-        super().__init__(draft_max)
-        self.turn = 0
-        self.cycles = 0
-
-    def draft_length(self) -> int:
-        self.turn += 1
-        return self.draft_max if self.turn % 2 == 0 else 0
-
-    def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float, source: str = "") -> None:
-        self.cycles += 1
 
 
 class WrongFirstWord(Drafter):
