@@ -10,9 +10,12 @@ One cycle (words as ``ds4spec.core.events`` defines them)::
     target.rollback(...)                            # forget the rejected tail
     commit accepted (DRAFT) and the own token (TARGET); drafter.extend(their bytes)
 
-``pending`` is the last committed token, not yet evaluated. Every committed token is one the target's
-sampler chose at its position, so greedy output equals plain greedy output and sampled output follows the
-target's distribution (see ``ds4spec.core.verify``). The engine knows nothing of screens.
+``pending`` is the last committed token, not yet evaluated. Where the target's passes run beside the caller (a
+GPU), a cycle that drafted nothing launches pending's plain step before its bookkeeping (``EarlyLaunch`` says
+where that pays); a draft decided after it is judged by that step's row first, then by a pass of its own. Every
+committed token is one the target's sampler chose at its position, so greedy output equals plain greedy output and
+sampled output follows the target's distribution (see ``ds4spec.core.verify``). The engine knows nothing of
+screens.
 """
 
 from __future__ import annotations

@@ -119,8 +119,8 @@ class LookupDrafter(Drafter):
         self._index(max(start, 1), len(text))
 
     def _index(self, first: int, stop: int) -> None:
-        """Indexes the ends ``first`` to ``stop - 1``: keys cut from one copy of the bytes they span (cutting each
-        from the growing text took 18 us of a cycle's 60 of overhead, as a GPU sees it)."""
+        """Indexes the ends ``first`` to ``stop - 1``: keys cut from one copy of the bytes they span (cut each from the
+        growing text, a 4-byte commit took 10.6 us instead of 4.7: a GPU waits on the loop's every microsecond)."""
         base = max(0, first - self.lengths[0])
         tail = bytes(self._text[base:stop])
         for length, index in zip(self.lengths, self._indexes, strict=True):
