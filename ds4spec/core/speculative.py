@@ -163,8 +163,7 @@ class _Cycle:
                 self.early.after_plain_step(bool(draft) and verdict.accepted > 0)
             plain = not draft
             launched = time.perf_counter()
-            may = target.launches_ahead == "always" or self.early.pays()
-            ahead = plain and may and launch_ahead(target, self.out, verdict.token)
+            ahead = plain and self._may_launch_ahead() and launch_ahead(target, self.out, verdict.token)
             model_seconds += time.perf_counter() - launched
             self._account(len(draft), verdict.accepted, draft_seconds, verify_seconds, passes)
             outside = 0.0  # seconds the consumer held the stream
@@ -202,6 +201,11 @@ class _Cycle:
             if finished:
                 return finished
             pending = verdict.token
+
+    def _may_launch_ahead(self) -> bool:
+        """Whether the target runs passes beside the loop and launching ahead is forced or pays here."""
+        mode = self.target.launches_ahead
+        return mode == "always" or (mode == "where_it_pays" and self.early.pays())
 
     def _verify_ahead(self, draft: list[int]) -> tuple[Verdict, float, int]:
         """The verdict on ``draft`` after the plain step launched ahead for pending, the seconds spent in the target,

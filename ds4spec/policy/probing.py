@@ -23,15 +23,19 @@ class ProbeBackoff:
 
     def due_next(self, waste: float = 0.0) -> bool:
         """Whether the next ``due`` would say True (nothing counted)."""
-        return self.idle + 1 >= max(self.probe_after, waste / PROBE_SHARE)
+        return self.idle + 1 >= self._interval(waste)
 
     def due(self, waste: float = 0.0) -> bool:
         """Counts one cycle without drafting; True when this one should probe (and the next probe waits longer).
         ``waste``: the plain steps a probe loses when its draft is rejected (its cycle, less the step it replaces)."""
         self.idle += 1
-        interval = max(self.probe_after, waste / PROBE_SHARE)
+        interval = self._interval(waste)
         if self.idle < interval:
             return False
         self.idle = 0
         self.probe_after = max(self.probe_after, min(interval * 2, MAX_PROBE_INTERVAL))
         return True
+
+    def _interval(self, waste: float) -> float:
+        """Cycles from one probe to the next: the back-off, and at least what keeps probes' waste a share of time."""
+        return max(self.probe_after, waste / PROBE_SHARE)
