@@ -316,7 +316,7 @@ class HybridMachine:
 
 def test_without_a_model_lookup_misses_do_not_keep_lookup_from_its_matches(book: RuleBook) -> None:
     """Code that lookup cannot copy (a new function) must not stop it where it can (an edited file)."""
-    policy = TriggerPolicy(book, "python", 16, ("lookup",))
+    policy = TriggerPolicy(book, "python", 16, ("lookup",), TriggerLearning(MEMORY_BOUND))
     policy.observe(0, 0, 0, 1.0, "none")
     for _ in range(100):  # a new function: nothing to copy
         k = _at(policy, COMMENT)
@@ -333,7 +333,8 @@ COMPUTE_BOUND = VerifyProfile({1: 1.0, 2: 1.96, 3: 2.61, 5: 4.51, 17: 5.98, 65: 
 
 def _lookup_rejected_in_new_code(book: RuleBook, cycles: int,
                                  profile: VerifyProfile = MEMORY_BOUND) -> TriggerLearning:
-    """What a first answer of new code teaches: ``cycles`` at a comment, lookup's every draft there rejected."""
+    """What a first answer of new code teaches: ``cycles`` at a comment, lookup's every draft there rejected (where a
+    wrong blind try is dear, no first try is made: its probes are the drafts, after 32, 96 and 224 cycles)."""
     learning = TriggerLearning(profile)
     first = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     first.begin(DraftContext(text=b""))
@@ -375,6 +376,28 @@ def test_what_lookup_drafts_teach_at_one_event_sets_its_lengths_at_every_event(b
     assert first == PRIOR["python.string"]  # an event's first try: its rule
     policy.observe(first, first, first, 1.0 + 0.1 * first, "lookup")
     assert _at(policy, STRING) >= 12 and policy.source == "lookup"
+
+
+@pytest.mark.parametrize(("profile", "tries"), [(COMPUTE_BOUND, False), (MEMORY_BOUND, True)],
+                         ids=["compute-bound", "memory-bound"])
+def test_before_lookup_has_drafted_its_first_try_is_judged_by_its_prior(
+    book: RuleBook, profile: VerifyProfile, tries: bool
+) -> None:
+    """A ``ds4spec complete`` is a session's first answer: nothing taught yet. Tried at the rule's length there,
+    lookup's blind first tries ran unseen HumanEval prompts at 0.84x to 0.95x of plain, one a process (Q4_K_M on a
+    2-core AVX-512 machine: a pass over 3 tokens costs 2.7 plain steps). Where its prior pays (a flat verify
+    curve) it is tried, no longer than the rule; in a long copy of the prompt it is tried at the rule's length."""
+    policy = TriggerPolicy(book, "python", 16, ("lookup",), TriggerLearning(profile))
+    policy.begin(DraftContext(messages=(ChatMessage("user", "Rename total in:\n" + EDITED_FILE.decode()),)))
+    policy.observe(0, 0, 0, 1.0, "none")
+    policy.extend(b"def total(xs):\n")  # new code: nothing of it occurs in the prompt
+    k = _at(policy, COMMENT)
+    assert (0 < k <= PRIOR["python.comment"]) if tries else k == 0
+    copying = TriggerPolicy(book, "python", 16, ("lookup",), TriggerLearning(profile))
+    copying.begin(DraftContext(messages=(ChatMessage("user", "Rename total in:\n" + EDITED_FILE.decode()),)))
+    copying.observe(0, 0, 0, 1.0, "none")
+    copying.extend(EDITED_FILE[:COPIED_LONG])
+    assert _at(copying, COMMENT) == PRIOR["python.comment"] and copying.copies.copy == "long"
 
 
 def test_where_earlier_answers_say_lookup_copies_wrong_its_first_try_in_a_new_answer_is_short(
@@ -430,9 +453,9 @@ def test_a_rule_naming_one_source_asks_only_that_one(book: RuleBook, tmp_path: P
     rules.write_text('[family]\nname = "python"\n[events]\ncomment = { length = 5, drafter = "lookup" }\n'
                      'string = { length = 3, drafter = "model" }\n')
     custom = load_rulebook([rules], user_dir=tmp_path / "none")
-    policy = TriggerPolicy(custom, "python", 16, ("lookup", "model"))
+    policy = TriggerPolicy(custom, "python", 16, ("lookup", "model"), TriggerLearning(MEMORY_BOUND))
     policy.observe(0, 0, 0, 1.0, "none")
-    assert (_at(policy, COMMENT), policy.source) == (5, "lookup")
+    assert 0 < _at(policy, COMMENT) <= 5 and policy.source == "lookup"  # lookup's first try: no longer than the rule
     assert (_at(policy, STRING), policy.source) == (3, "model")
     model_only = TriggerPolicy(custom, "python", 16, ("model",), policy.learning)
     assert _at(model_only, COMMENT) == 5 and model_only.source == "model"  # the drafter has no lookup: its own
@@ -555,7 +578,6 @@ def test_an_engine_generation_reports_statistics_per_event(engine: Engine) -> No
     # those in which none of its drafts could pay at any event (``NO_DRAFT_PAYS``).
     unlooked = (NOTHING_TO_DRAFT, NO_DRAFT_PAYS)
     assert stats.events and all(name.startswith("python.") or name in unlooked for name in stats.events)
-    assert any(name.startswith("python.") for name in stats.events)
     assert sum(c.cycles for c in stats.events.values()) == stats.target_forward_passes
     assert sum(c.drafted_tokens for c in stats.events.values()) == stats.drafted_tokens
 
@@ -572,7 +594,7 @@ def test_where_a_wrong_blind_try_is_dear_lookup_waits_until_the_answer_is_seen_c
     rule's)."""
     from ds4spec.policy.copying import COPY_WINDOW
 
-    learning = _lookup_rejected_in_new_code(book, 30, COMPUTE_BOUND)
+    learning = _lookup_rejected_in_new_code(book, 250, COMPUTE_BOUND)
     prompt = b"Rename total to grand_total in:\n" + STRING + b'al"\n    return sum(xs)\n'
     second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     second.begin(DraftContext(text=prompt))
@@ -590,7 +612,7 @@ def test_where_a_wrong_blind_try_is_dear_lookup_waits_until_the_answer_is_seen_c
 def test_an_answer_that_repeats_its_own_text_is_not_copying_its_input(book: RuleBook) -> None:
     """Lookup's drafts where an answer repeats itself were right with alpha 0.61 to 0.74, against 0.96 in a copy of
     the prompt (scripts/lookup_replay.py): no grounds for a first try on a compute-bound target."""
-    learning = _lookup_rejected_in_new_code(book, 30, COMPUTE_BOUND)
+    learning = _lookup_rejected_in_new_code(book, 250, COMPUTE_BOUND)
     second = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     second.begin(DraftContext(messages=(ChatMessage("user", "write two tests"),)))
     line = b"    assert total([1, 2]) == 3\n"
@@ -610,7 +632,7 @@ COPIED_LONG = EDITED_FILE.index(b"the tax")  # a long copy (ds4spec.policy.copyi
 def _copying_policy(book: RuleBook, profile: VerifyProfile = COMPUTE_BOUND, copied: int = COPIED) -> TriggerPolicy:
     """A second answer, after one where lookup's every draft was rejected, that has copied its prompt up to
     ``copied`` bytes, seen as a policy sees it, a cycle at a time (cycles that drafted: they teach nothing here)."""
-    learning = _lookup_rejected_in_new_code(book, 30, profile)
+    learning = _lookup_rejected_in_new_code(book, 250, profile)
     policy = TriggerPolicy(book, "python", 16, ("lookup",), learning)
     policy.begin(DraftContext(messages=(ChatMessage("user", "Rename total in:\n" + EDITED_FILE.decode()),)))
     for at in range(0, copied, 8):
@@ -801,5 +823,6 @@ def test_the_triggers_probe_lookup_in_new_text_as_rarely_as_a_rejected_probe_is_
         if k:
             drafted_at.append(cycle)
         policy.observe(k, k, 0, profile.ratio(k), "lookup" if k else "none")
-    lulls = [b - a for a, b in itertools.pairwise(drafted_at) if b > a + 1]
+    # Counted from the answer's start: where a wrong blind first try is dear, none comes before the first probe.
+    lulls = [b - a for a, b in itertools.pairwise([-1, *drafted_at]) if b > a + 1]
     assert len(lulls) >= 3 and min(lulls) >= gap and lulls[0] < 2 * gap, drafted_at

@@ -60,6 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--skip", type=int, default=0, metavar="N", help="leave out each workload's first N prompts, e.g. "
                    "to check on prompts that tuning never saw (default 0)")
     g.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
+    g.add_argument("--fresh", action="store_true", help="start every answer's policy from nothing learned, as each "
+                   "`ds4spec complete` does (one prompt a process); by default the policies learn across the "
+                   "bench's prompts, as an engine does across a session")
     g.add_argument("--mode", action="append", metavar="DRAFT", help="a drafter mode to compare with plain: "
                    "pair (the pair's model drafter), lookup, hybrid, triggers (lengths and drafters chosen by "
                    "syntax events), or a model name or path (repeatable; default: --draft if given, else pair, "
@@ -169,10 +172,10 @@ def run(args: argparse.Namespace) -> int:
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
         "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": args.limit, "skip": args.skip,
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": settings.draft_fixed,
-        "peers": list(peer_keys),
+        "fresh": args.fresh, "peers": list(peer_keys),
     })
     peers = PeerPlan(settings, peer_keys, args.peer_draft) if peer_keys else None
-    sitting = _Sitting(settings, report)
+    sitting = _Sitting(settings, report, fresh=args.fresh)
     target_path = sitting.run(modes, tasks, None if args.peers_apart else peers)
     _print(report)
     if peers:
@@ -202,9 +205,10 @@ class _Sitting:
     mode, and then by each peer when they run interleaved. It fills the report, and keeps what the peers run after
     it need (the prompts, ds4spec's results)."""
 
-    def __init__(self, settings: Settings, report: Report) -> None:
+    def __init__(self, settings: Settings, report: Report, *, fresh: bool = False) -> None:
         self.settings = settings
         self.report = report
+        self.fresh = fresh  # every answer's policy from nothing learned (``--fresh``)
         self.plans: dict[str, ModePlan] = {}
         self.systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
         self.tasks: list[BenchTask] = []  # every prompt, as the peers get it
@@ -276,9 +280,10 @@ class _Sitting:
                 results[mode] = list(generate_plain(target, request))
             else:
                 plan = self.plans[mode]
+                policy = (plan.fresh_policy(task) if self.fresh and not (plan.fixed or self.settings.draft_fixed)
+                          else plan.policy(task, self.settings.draft_fixed))
                 results[mode] = list(generate_speculative(target, plan.drafter, request, task.draft_context(),
-                                                          spec_settings(plan.settings),
-                                                          policy=plan.policy(task, self.settings.draft_fixed)))
+                                                          spec_settings(plan.settings), policy=policy))
         plain = _last(results["plain"])
         tallies["plain"].add(plain, True)
         self.systems["plain"].results[key] = result_of(plain, speculative=False)

@@ -82,7 +82,8 @@ class ModePlan:
         return self.memory.policy(self.rules, task_language(task), self.settings.draft_max)
 
     def fresh_policy(self, task: Task) -> DraftPolicy:
-        """What ``policy`` would give a new engine, which has learned nothing yet (for an untimed warm-up run)."""
+        """What ``policy`` would give a new engine, which has learned nothing yet (an untimed warm-up run, and every
+        answer of ``--fresh``): the costs measured at load, nothing learned in use."""
         m = self.memory
         return replace(self, memory=PolicyMemory(m.profile, m.drafter_sources, m.costs)).policy(task, False)
 
