@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.bench.command import Report, _Sitting
+from ds4spec.bench.command import Report, _print, _Sitting
 from ds4spec.bench.workloads import load_tasks
 from ds4spec.engine.settings import Settings
 
@@ -25,3 +25,14 @@ def test_fresh_answers_teach_the_mode_nothing_and_the_report_says_which(tiny_mod
     assert (memory.gate_costs.plain_step() is None) == fresh
     assert [row["mode"] for row in report.rows] == ["plain", "lookup"]
     assert all(row["tokens"] > 0 for row in report.rows)
+
+
+def test_the_printed_report_says_its_answers_were_fresh(tiny_models: dict[str, Path],
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    settings = Settings(target=str(tiny_models["bpe"]), ctx=1024, gpu_layers=0, warmup=0, max_tokens=4)
+    for fresh in (True, False):
+        report = Report(settings={"fresh": fresh, "max_tokens": 4, "limit": 1, "skip": 0})
+        _Sitting(settings, report, fresh=fresh).run(["lookup"], [load_tasks("prose", 1)], None)
+        _print(report)
+        said = "every answer's policy fresh, as one `ds4spec complete` a prompt" in capsys.readouterr().out
+        assert said == fresh

@@ -375,7 +375,9 @@ def _print(report: Report) -> None:
     drafters = report.settings.get("drafters", {})
     print(f"target {report.settings.get('target')}; drafters {drafters}; greedy, {report.settings['max_tokens']} "
           f"tokens, {report.settings['limit']} prompts per workload"
-          + (f" after the first {skip}" if (skip := report.settings.get("skip")) else ""))
+          + (f" after the first {skip}" if (skip := report.settings.get("skip")) else "")
+          + ("; every answer's policy fresh, as one `ds4spec complete` a prompt"
+             if report.settings.get("fresh") else ""))
 
 
 def _print_mismatches(report: Report) -> None:
