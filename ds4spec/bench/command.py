@@ -280,7 +280,7 @@ class _Sitting:
                 results[mode] = list(generate_plain(target, request))
             else:
                 plan = self.plans[mode]
-                policy = (plan.fresh_policy(task) if self.fresh and not (plan.fixed or self.settings.draft_fixed)
+                policy = (plan.fresh_policy(task) if self.fresh and not self.settings.draft_fixed
                           else plan.policy(task, self.settings.draft_fixed))
                 results[mode] = list(generate_speculative(target, plan.drafter, request, task.draft_context(),
                                                           spec_settings(plan.settings), policy=policy))
