@@ -5,7 +5,7 @@ Each prompt runs ``REPS`` times in each of three ways, in alternating order: pla
 one `ds4spec complete` a prompt) and the mode with the policy that learns across answers (as a session). Prints per
 prompt the medians' ratios to plain, the drafted tokens, and their geometric means.
 
-    python docs/bench/cpu/interleaved.py humaneval 5 5 6 [triggers]
+    python docs/bench/cpu/interleaved.py humaneval 5 5 6 [triggers [f16]]
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from ds4spec.policy.profile import profile_for
 WAYS = ("plain", "fresh", "learned")
 
 
-def main(workload: str, skip: int, limit: int, reps: int, mode: str = "triggers") -> None:
-    settings = load_settings({"pair": "default"})
+def main(workload: str, skip: int, limit: int, reps: int, mode: str = "triggers", pair: str = "default") -> None:
+    settings = load_settings({"pair": pair})
     target = load_target(settings)
     plan = load_mode(settings, mode, profile_for(target))
     tasks = load_tasks(workload, limit, skip=skip)
@@ -56,8 +56,8 @@ def main(workload: str, skip: int, limit: int, reps: int, mode: str = "triggers"
             row.append(f"{way} {ratios[way][-1]:.3f}x ({drafted[way]} drafted)")
         print(f"{task.task_id:14s} plain {plain:.3f} s  " + "  ".join(row), flush=True)
     means = "  ".join(f"{way} {math.exp(statistics.fmean(map(math.log, r))):.3f}x" for way, r in ratios.items())
-    print(f"{workload} {mode}, geometric mean over {len(tasks)} prompts, {reps} runs each: {means}")
+    print(f"{pair} pair, {workload} {mode}, geometric mean over {len(tasks)} prompts, {reps} runs each: {means}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:6])
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:7])
