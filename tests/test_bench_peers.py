@@ -153,6 +153,31 @@ def test_llama_plain_peer_stops_exactly_where_ds4spec_plain_does(tiny_bpe_gguf: 
             peer.close()
 
 
+def test_llama_plain_peer_reads_every_prompt_whole(tiny_bpe_gguf: Path) -> None:
+    """As ds4spec's target and llama-server do: a prefix kept from the last prompt would be read in other batches."""
+    with LlamaTarget(tiny_bpe_gguf, TargetOptions(n_ctx=2048, n_gpu_layers=0)) as target:
+        peer = LlamaPlainPeer(PeerSetup(tiny_bpe_gguf, target.tokenizer, 2048, 512, None, 0, None))
+        peer.load()
+        try:
+            first = target.tokenizer.tokenize(b"def shared_prefix(a, b):\n    return a + b\n\n")
+            second = [*first, *target.tokenizer.tokenize(b"def other(x):\n")]
+            fed: list[int] = []
+            llama = peer._llama
+            evaluate = llama.eval
+
+            def counting(tokens: list[int]) -> None:
+                fed.append(len(tokens))
+                evaluate(tokens)
+
+            llama.eval = counting
+            peer.run(BenchTask("humaneval", "a", tuple(first), ()), 4)
+            fed.clear()
+            peer.run(BenchTask("humaneval", "b", tuple(second), ()), 4)
+            assert fed[0] == len(second)
+        finally:
+            peer.close()
+
+
 def _plain(target: LlamaTarget, prompt: list[int], budget: int, stop: tuple[str, ...]) -> Finished:
     finished = list(generate_plain(target, GenerationRequest(prompt, budget, stop=stop)))[-1]
     assert isinstance(finished, Finished)
