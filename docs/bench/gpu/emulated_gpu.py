@@ -4,7 +4,9 @@ profile times STEP_MS (default 2.4) from its launch and its rows waiting for tha
 drafters, policies, the loop) is real. So the loop's own time shows as a GPU shows it: run 43's launching ahead was
 built and weighed with it before the lease. Usage, from the repository root:
     [AHEAD=1] [STEP_MS=2.4] [EV=1] python docs/bench/gpu/emulated_gpu.py humaneval,prose lookup,triggers 3
-AHEAD=1: the target says passes run beside the caller (launching ahead where it pays)."""
+AHEAD=1: the target says passes run beside the caller (launching ahead where it pays). PROF='{"1": 1.0, "2": 2.94, ...}':
+another profile (a pass over n tokens in plain steps, as the bench prints it); SKIP=0: the bench's first five prompts
+(default: prompts 6 to 10)."""
 import json, sys, time, os
 import numpy as np
 from ds4spec.bench.workloads import load_tasks
@@ -18,7 +20,7 @@ from ds4spec.core.sampling import SamplingSettings
 from ds4spec.core.speculative import generate_speculative
 
 STEP = float(os.environ.get("STEP_MS", "2.4")) / 1e3
-H200 = VerifyProfile({n: r * STEP for n, r in {1: 1.0, 2: 3.02, 3: 3.08, 4: 3.15, 6: 3.38, 8: 3.54, 12: 4.74, 16: 5.0, 24: 5.92, 32: 6.76, 48: 7.89, 64: 11.65}.items()}, "measured")
+H200 = VerifyProfile({int(n): r * STEP for n, r in json.loads(os.environ["PROF"]).items()} if os.environ.get("PROF") else {n: r * STEP for n, r in {1: 1.0, 2: 3.02, 3: 3.08, 4: 3.15, 6: 3.38, 8: 3.54, 12: 4.74, 16: 5.0, 24: 5.92, 32: 6.76, 48: 7.89, 64: 11.65}.items()}, "measured")
 AHEAD = os.environ.get("AHEAD") == "1"
 
 IDLE = []
@@ -89,7 +91,7 @@ real = load_target(settings)
 os.makedirs("/tmp/ov", exist_ok=True)
 cache = "/tmp/ov/answers.json"
 store = json.load(open(cache)) if os.path.exists(cache) else {}
-tasks = {wl: load_tasks(wl, 5, skip=5) for wl in wls}
+tasks = {wl: load_tasks(wl, 5, skip=int(os.environ.get("SKIP", "5"))) for wl in wls}
 answers = {}
 for wl, ts in tasks.items():
     for task in ts:
