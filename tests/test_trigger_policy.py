@@ -42,6 +42,7 @@ from ds4spec.policy.triggers import ANSWER_PRIOR, FIRST_TRY_SHORT, TriggerLearni
 COMMENT = b"def total(xs):\n    # the sum of "
 STRING = b'def total(xs):\n    name = "tot'
 PRIOR = {"python.comment": 6, "python.string": 4}
+PRIOR_CODE = 2  # a code line's rule
 
 
 @pytest.fixture(scope="module")
@@ -404,6 +405,30 @@ def test_before_lookup_has_drafted_its_first_try_is_judged_by_its_prior(
     assert k == copying._lookup_best_up_to(16)[0] > PRIOR["python.comment"]
 
 
+# Run 47's H200 (default pair): a pass over 2 tokens costs about 3 plain steps, over 16 tokens 4.3.
+H200 = VerifyProfile({1: 1.0, 2: 2.94, 3: 3.02, 4: 3.06, 6: 3.33, 8: 3.40, 12: 4.47, 16: 4.30, 24: 6.09, 32: 6.30,
+                      48: 7.49, 64: 10.89}, "measured")
+
+
+@pytest.mark.parametrize("profile", [H200, MEMORY_BOUND], ids=["h200", "memory-bound"])
+def test_a_short_copys_first_draft_outside_prose_is_as_long_as_its_figure_says_pays(
+    book: RuleBook, profile: VerifyProfile
+) -> None:
+    """Outside prose a short copy's figure (``SHORT_COPY_PRIOR``, held as several drafts) prices the risk that the
+    copy ends, and lookup alone drafts by it. Capped at the rule's length (a code line's 2 tokens), the first try
+    in a short copy could not pay where a pass over 2 tokens costs 3 plain steps: on an H200 the triggers waited 11
+    plain steps through a copied line that lookup alone drafted at 15 tokens, 14 accepted (run 47, the default
+    pair's edits: 26 cycles for 128 tokens against lookup alone's 13)."""
+    policy = TriggerPolicy(book, "python", 64, ("lookup",), TriggerLearning(profile))
+    policy.begin(DraftContext(messages=(ChatMessage("user", "Rename total in:\n" + EDITED_FILE.decode()),)))
+    policy.observe(0, 0, 0, 1.0, "none")
+    answer = b"def total(xs):\n" + EDITED_FILE[EDITED_FILE.index(b"    return") :][:18]
+    policy.extend(answer)
+    k = _at(policy, answer)
+    assert policy.copies.copy == "short" and policy.event == "python.code" and policy.source == "lookup"
+    assert k == policy._lookup_best_up_to(64)[0] > PRIOR_CODE
+
+
 def test_where_earlier_answers_say_lookup_copies_wrong_its_first_try_in_a_new_answer_is_short(
     book: RuleBook,
 ) -> None:
@@ -594,8 +619,7 @@ def test_an_engine_without_rules_uses_one_gate(engine: Engine) -> None:
 def test_where_a_wrong_blind_try_is_dear_lookup_waits_until_the_answer_is_seen_copying(book: RuleBook) -> None:
     """On a compute-bound target a rejected 2-token try costs 1.6 plain steps (HumanEval, Q4_K_M: blind first tries
     at four events cost 5% of 26-token answers). Once the answer's last 16 bytes occur in the prompt, it copies its
-    input, and lookup is tried (at the length that lookup's acceptance while copying says pays best, up to the
-    rule's)."""
+    input, and lookup is tried (at the length that lookup's acceptance while copying says pays best)."""
     from ds4spec.policy.copying import COPY_WINDOW
 
     learning = _lookup_rejected_in_new_code(book, 250, COMPUTE_BOUND)
@@ -607,7 +631,7 @@ def test_where_a_wrong_blind_try_is_dear_lookup_waits_until_the_answer_is_seen_c
     second.extend(STRING[: COPY_WINDOW - 1])  # 15 bytes of a copy: not yet evidence
     assert _at(second, STRING) == 0
     second.extend(STRING[COPY_WINDOW - 1 : COPY_WINDOW])
-    assert 0 < _at(second, STRING) <= PRIOR["python.string"] and second.source == "lookup"
+    assert 0 < _at(second, STRING) == second._lookup_best_up_to(16)[0] and second.source == "lookup"
     second.extend(b"\n    z = 2")  # new text again: the next first try is no longer made
     learning.events.pop("python.string")
     assert _at(second, STRING) == 0
