@@ -406,11 +406,11 @@ def test_before_lookup_has_drafted_its_first_try_is_judged_by_its_prior(
 
 
 # Run 47's H200 (default pair): a pass over 2 tokens costs about 3 plain steps, over 16 tokens 4.3.
-H200 = VerifyProfile({1: 1.0, 2: 2.94, 3: 3.02, 4: 3.06, 6: 3.33, 8: 3.40, 12: 4.47, 16: 4.30, 24: 6.09, 32: 6.30,
+H200_RUN47 = VerifyProfile({1: 1.0, 2: 2.94, 3: 3.02, 4: 3.06, 6: 3.33, 8: 3.40, 12: 4.47, 16: 4.30, 24: 6.09, 32: 6.30,
                       48: 7.49, 64: 10.89}, "measured")
 
 
-@pytest.mark.parametrize("profile", [H200, MEMORY_BOUND], ids=["h200", "memory-bound"])
+@pytest.mark.parametrize("profile", [H200_RUN47, MEMORY_BOUND], ids=["h200", "memory-bound"])
 def test_a_short_copys_first_draft_outside_prose_is_as_long_as_its_figure_says_pays(
     book: RuleBook, profile: VerifyProfile
 ) -> None:

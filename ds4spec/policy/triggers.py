@@ -379,9 +379,9 @@ class TriggerPolicy(DraftPolicy):
 
     def _first_copy_draft(self, model: EventModel) -> tuple[int, float]:
         """Lookup's first draft at an event while the text copies its prompt, and its rate: the length the copy's
-        figure says pays best, as lookup alone drafts it; in prose no longer than a first try (the rule's length,
-        and a short try where the rule says 0: a prose rule cannot know that the answer is quoting). The copy's
-        figure is the same at every event, and a short copy's prices the risk that the copy ends. Capped at the
+        figure (the one lookup alone drafts by) says pays best; in prose no longer than a first try (the rule's
+        length, and a short try where the rule says 0: a prose rule cannot know that the answer is quoting). The
+        copy's figure is the same at every event, and a short copy's prices the risk that the copy ends. Capped at the
         rule's length in long copies, each of an edited file's events began at its rule's 2 to 4 tokens: in a
         session's first answer (every ``ds4spec complete``) the triggers took 18 to 25 passes for an edit's 128
         tokens against lookup alone's 15 to 17 (default pair, 2-core AVX-512: 1.56x against 1.77x). Capped in short
