@@ -20,10 +20,17 @@ from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
-from ds4spec.policy.costs import READ_SAMPLE, measure_source, source_costs, unasked_note
+from ds4spec.policy.costs import (
+    READ_SAMPLE,
+    cached_source_costs,
+    costs_file,
+    measure_source,
+    source_costs,
+    unasked_note,
+)
 from ds4spec.policy.gate import FixedLength, GatedPolicy, could_pay_on
 from ds4spec.policy.memory import PolicyMemory
-from ds4spec.policy.profile import VerifyProfile
+from ds4spec.policy.profile import CHECK_EVERY_S, VerifyProfile
 from ds4spec.policy.rules import load_rulebook
 from ds4spec.policy.triggers import TriggerPolicy
 
@@ -147,6 +154,49 @@ def test_the_user_is_told_in_one_line_which_model_is_not_asked_and_how_to_ask_it
         guard.close()
 
 
+def test_a_drafters_times_are_kept_for_the_hour_and_judged_again_against_each_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-shot ``ds4spec complete`` spent 0.4 s of its 3.5 s timing SmolLM2: the times are kept on disk per
+    drafter, target and machine, as the verify profile is, and whether the model could pay is judged from them
+    and the profile in use."""
+    monkeypatch.setenv("DS4SPEC_HOME", str(tmp_path))
+    timed = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.004)))
+    first = {c.source: c for c in cached_source_costs(timed, GPU, 64, "key", now=1000.0)}
+    assert first["model"].seconds_per_token == pytest.approx(0.004, abs=0.003) and first["model"].affordable
+    other = TimedModel(0.02)  # timed again, this one would be too slow for either profile
+    again = GuardedDrafter(HybridDrafter(LookupDrafter(), other))
+    kept = {c.source: c for c in cached_source_costs(again, GPU, 64, "key", now=1000.0 + CHECK_EVERY_S - 1)}
+    assert other.proposals == 0 and kept == first
+    on_cpu = {c.source: c for c in cached_source_costs(again, CPU, 64, "key", now=1001.0)}
+    assert other.proposals == 0 and not on_cpu["model"].affordable and on_cpu["lookup"].affordable
+    cached_source_costs(again, GPU, 64, "another drafter", now=1001.0)
+    assert other.proposals > 0  # another key is timed
+    other.proposals = 0
+    stale = {c.source: c for c in cached_source_costs(again, GPU, 64, "key", now=1000.0 + CHECK_EVERY_S)}
+    assert other.proposals > 0 and stale["model"].seconds_per_token == pytest.approx(0.02, abs=0.015)
+    costs_file().write_text("{not json")
+    assert cached_source_costs(again, GPU, 64, "key")[1].seconds_per_token is not None  # a broken cache: timed
+    for guard in (timed, again):
+        guard.close()
+
+
+def test_a_failed_or_unprofiled_timing_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DS4SPEC_HOME", str(tmp_path))
+
+    class Broken(TimedModel):
+        def begin(self, context: DraftContext) -> None:
+            raise RuntimeError("no model")
+
+    broken = GuardedDrafter(Broken(0.0))
+    assert [c.seconds_per_token for c in cached_source_costs(broken, CPU, 64, "key")] == [None]
+    timed = GuardedDrafter(TimedModel(0.0))
+    assert [c.seconds_per_token for c in cached_source_costs(timed, VerifyProfile.prior(), 64, "key")] == [None]
+    assert not costs_file().exists()
+    for guard in (broken, timed):
+        guard.close()
+
+
 # -- an engine on a tiny real model ------------------------------------------------------------------------
 
 
@@ -219,3 +269,27 @@ def test_a_fixed_length_asks_a_model_that_cannot_pay_every_cycle_and_its_output_
     assert model.proposals == stats.target_forward_passes  # one draft a cycle (and none measured at load)
     assert stats.accepted_tokens == stats.drafted_tokens > 0
     drafter.close()
+
+
+def test_an_engine_loaded_twice_times_the_drafter_its_settings_name_once(
+    tiny_bpe_gguf: Path, tiny_spm_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ``ds4spec complete`` calls in a row: the second reads the drafter's times from the first. An engine
+    given a drafter the settings do not name (``assemble``) times it each time: its times are not the named one's."""
+    import ds4spec.policy.costs as costs
+
+    monkeypatch.setenv("DS4SPEC_HOME", str(tmp_path))
+    timed: list[str] = []
+    real = costs.measure_source
+    monkeypatch.setattr(costs, "measure_source", lambda drafter, source: timed.append(source) or real(drafter, source))
+    settings = Settings(target=str(tiny_bpe_gguf), draft=str(tiny_spm_gguf), warmup=0, max_tokens=8)
+    for _ in range(2):
+        with Engine.load(settings) as engine:
+            assert engine.profile is not None and engine.profile.measured
+    assert timed == ["model"]
+    with Engine.load(settings) as engine:
+        drafter = engine.drafter
+        assert drafter is not None
+        Engine.assemble(settings, engine.target, drafter)
+    assert timed == ["model", "model"]
+

@@ -27,6 +27,7 @@ from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.engine.loading import (
     Note,
     check_settings,
+    draft_costs_key,
     drafter_spec,
     load_drafter,
     load_rules,
@@ -76,14 +77,18 @@ class Engine:
         self.profile: VerifyProfile | None = None  # the target's verify costs here; read once a drafter is measured
         self.memory: PolicyMemory | None = None  # what policies learned about this drafter, across generations
         self.speculation = drafter is not None  # /spec on|off: a loaded drafter may be left idle
+        self.drafter_from_settings = False  # whether the drafter is what the settings name: its costs may be cached
         self._lock = threading.Lock()
 
     @classmethod
     def assemble(cls, settings: Settings, target: LlamaTarget, drafter: GuardedDrafter | None,
-                 rules: RuleBook | None = None, note: Note = stderr_note) -> Engine:
+                 rules: RuleBook | None = None, note: Note = stderr_note, *,
+                 drafter_from_settings: bool = False) -> Engine:
         """An engine whose drafter is measured now: the target's verify profile (cached on disk per machine
-        and model) and each of the drafter's sources' costs, which the cost check and the policies start from."""
+        and model) and each of the drafter's sources' costs, which the cost check and the policies start from
+        (cached on disk too where the drafter is the one ``settings`` name: ``drafter_from_settings``)."""
         engine = cls(settings, target, drafter, rules, note)
+        engine.drafter_from_settings = drafter_from_settings
         engine._measure_drafter()
         return engine
 
@@ -95,11 +100,17 @@ class Engine:
                 self.profile = profile_for(self.target)
             fixed = self.settings.draft_fixed  # every source is asked, whatever it costs
             self.memory = PolicyMemory.measure(self.drafter, self.profile, self.settings.draft_max,
-                                              check=self.settings.cost_check and not fixed)
+                                              check=self.settings.cost_check and not fixed,
+                                              cache_key=self._costs_key())
             self.drafter.follow_only(self.memory.sources)
             unasked = unasked_note(self.drafter.name, self.memory.costs, self.profile)
             if unasked:
                 self.note(unasked)
+
+    def _costs_key(self) -> str | None:
+        if not self.drafter_from_settings or self.drafter is None:
+            return None
+        return draft_costs_key(self.settings, self.target, self.drafter.name)
 
     @classmethod
     def load(cls, settings: Settings, note: Note = stderr_note) -> Engine:
@@ -113,7 +124,7 @@ class Engine:
         except BaseException:
             target.close()
             raise
-        return cls.assemble(settings, target, drafter, rules, note)
+        return cls.assemble(settings, target, drafter, rules, note, drafter_from_settings=True)
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -145,6 +156,7 @@ class Engine:
             new = load_drafter(settings, self.note)
             old, self.drafter, self.settings = self.drafter, new, settings
             self.speculation = new is not None
+            self.drafter_from_settings = True
             self._measure_drafter()
         if old is not None:
             old.close()

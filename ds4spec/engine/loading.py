@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -13,7 +15,8 @@ from ds4spec.core.speculative import SpecSettings
 from ds4spec.drafters.factory import KEYWORDS, DrafterSpec, build_drafter
 from ds4spec.drafters.guard import GuardedDrafter, needs_a_worker
 from ds4spec.engine.settings import Settings
-from ds4spec.errors import ModelError, UsageError
+from ds4spec.errors import Ds4Error, ModelError, UsageError
+from ds4spec.policy.profile import fingerprint
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.store.local import resolve_model
 from ds4spec.store.manifests import Pair, find_pair
@@ -81,6 +84,21 @@ def drafter_spec(settings: Settings) -> DrafterSpec:
         torch_threads=settings.draft_threads or 1,
         gpu_layers=settings.gpu_layers,
     )
+
+
+def draft_costs_key(settings: Settings, target: LlamaTarget, drafter_name: str) -> str:
+    """What the timed costs of the drafter ``settings`` name depend on, for ``cached_source_costs``: its spec
+    (model, backend, threads, offload), its model's file as it is now, the target and the machine
+    (``fingerprint``)."""
+    spec = drafter_spec(settings)
+    model: tuple[object, ...] = ()
+    if spec.model:
+        with contextlib.suppress(Ds4Error, OSError):
+            path = locate_model(spec.model)[0]
+            st = path.stat()
+            model = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    parts = (drafter_name, repr(spec), model, fingerprint(target))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
 
 
 def drafter_model(settings: Settings) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ds4spec.core.contracts import DraftPolicy, Proposer
 from ds4spec.core.early_launch import EarlyLaunch
 from ds4spec.policy.copying import LookupAcceptance, LookupGate
-from ds4spec.policy.costs import SourceCost, source_costs
+from ds4spec.policy.costs import SourceCost, cached_source_costs, source_costs
 from ds4spec.policy.gate import AcceptanceModel, CycleCosts, FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook
@@ -42,10 +42,16 @@ class PolicyMemory:
 
     @classmethod
     def measure(cls, drafter: Proposer, profile: VerifyProfile, draft_max: int, *,
-                check: bool = True) -> PolicyMemory:
+                check: bool = True, cache_key: str | None = None) -> PolicyMemory:
         """A fresh memory for ``drafter``, its sources' costs measured now (a fraction of a second for a small
-        model; the target must be idle); with ``check`` off, nothing is measured and every source may be asked."""
-        costs = tuple(source_costs(drafter, profile, draft_max)) if check else ()
+        model; the target must be idle), or within the hour for ``cache_key`` (``cached_source_costs``); with
+        ``check`` off, nothing is measured and every source may be asked."""
+        if not check:
+            costs: tuple[SourceCost, ...] = ()
+        elif cache_key is None:
+            costs = tuple(source_costs(drafter, profile, draft_max))
+        else:
+            costs = tuple(cached_source_costs(drafter, profile, draft_max, cache_key))
         return cls(profile, drafter.sources, costs)
 
     @property

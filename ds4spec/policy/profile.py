@@ -214,7 +214,7 @@ def profile_for(target: LlamaTarget, *, announce: bool = True, now: float | None
     be read or written only costs a measurement."""
     now = time.time() if now is None else now
     key = fingerprint(target)
-    cache, checks = _read(cache_file()), _read(checks_file())
+    cache, checks = read_json(cache_file()), read_json(checks_file())
     entry = cache.get(key)
     why = "once"
     if isinstance(entry, dict):
@@ -225,19 +225,21 @@ def profile_for(target: LlamaTarget, *, announce: bool = True, now: float | None
                 if isinstance(checked, (int, float)) and 0 <= now - checked < CHECK_EVERY_S:
                     return VerifyProfile(spans, "cached")
                 if agrees(spans, _timed(target, (1, CHECK_SPAN), CHECK_REPEATS, prefix=CHECK_PREFIX)):
-                    _write(checks_file(), {**checks, key: now})
+                    write_json(checks_file(), {**checks, key: now})
                     return VerifyProfile(spans, "cached")
                 why = "the cached ones no longer hold"
     if announce and sys.stderr.isatty():  # a pause on first use is explained; a script's stderr stays clean
         print(f"ds4spec: measuring verify costs of {target.name} on this machine ({why})", file=sys.stderr)
     profile = measure(target)
     if profile.source == "measured" and consistent(profile.spans):
-        _write(cache_file(), {**cache, key: {str(n): s for n, s in profile.spans.items()}})
-        _write(checks_file(), {**checks, key: now})
+        write_json(cache_file(), {**cache, key: {str(n): s for n, s in profile.spans.items()}})
+        write_json(checks_file(), {**checks, key: now})
     return profile
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
+    """A cache file's mapping; empty when it is missing or unreadable (a cache that cannot be read costs a
+    measurement)."""
     with contextlib.suppress(OSError, ValueError):
         loaded = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(loaded, dict):
@@ -245,7 +247,8 @@ def _read(path: Path) -> dict[str, Any]:
     return {}
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Replaces a cache file at once (written aside, then moved); one that cannot be written is left."""
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
