@@ -98,10 +98,9 @@ class Engine:
         if self.drafter is not None:
             if self.profile is None:
                 self.profile = profile_for(self.target)
-            fixed = self.settings.draft_fixed  # every source is asked, whatever it costs
-            self.memory = PolicyMemory.measure(self.drafter, self.profile, self.settings.draft_max,
-                                              check=self.settings.cost_check and not fixed,
-                                              cache_key=self._costs_key())
+            check = self.settings.cost_check and not self.settings.draft_fixed  # fixed: every source is asked
+            self.memory = PolicyMemory.measure(self.drafter, self.profile, self.settings.draft_max, check=check,
+                                              cache_key=self._costs_key() if check else None)
             self.drafter.follow_only(self.memory.sources)
             unasked = unasked_note(self.drafter.name, self.memory.costs, self.profile)
             if unasked:
