@@ -13,6 +13,7 @@ from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
 from ds4spec.core.events import CycleReport, Finished
 from ds4spec.core.plain import GenerationRequest, generate_plain
+from ds4spec.core.sampling import Sampler
 from ds4spec.core.speculative import SpecSettings, generate_speculative
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.policy.gate import FixedLength, GatedPolicy
@@ -71,8 +72,9 @@ def assert_lossless(target: LlamaTarget, request: GenerationRequest, plain: Fini
     llama.cpp computes a span of several tokens with other kernels than a single token (field notes, §3;
     on the real Q4_K_M target the logits differ by up to ~0.5). At the first difference, the speculative
     token must be within that measured disagreement of the best token under plain decoding's own logits
-    at that exact position; a real bug (a wrong row, a lost token) misses by far more. Returns True when it
-    saw such a kernel flip, so that callers can count them.
+    at that exact position (with a repeat penalty, among the penalised scores); a real bug (a wrong row, a lost
+    token, a penalty left out) misses by far more. Returns True when it saw such a kernel flip, so that callers can
+    count them.
     """
     if spec.tokens == plain.tokens and spec.reason == plain.reason:
         return False
@@ -88,6 +90,9 @@ def assert_lossless(target: LlamaTarget, request: GenerationRequest, plain: Fini
         single = target.eval_span([token])[0]
     target.reset()
     batched = target.eval_prompt([*prompt, *before])  # the same position, computed inside a batch
+    # Compared as the sampler compares them: with a repeat penalty, the scores after this position's history.
+    sampler, history = Sampler(request.sampling), [*prompt, *before]
+    single, batched = sampler.penalized(single, history), sampler.penalized(batched, history)
     noise = float(np.abs(single - batched).max())
     deficit = float(single[plain.tokens[i]] - single[spec.tokens[i]])
     assert deficit <= noise + 1e-6, (

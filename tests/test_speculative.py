@@ -216,6 +216,22 @@ def test_torch_drafter_keeps_output_identical(target: LlamaTarget, tmp_path: Pat
     drafter.close()
 
 
+def test_greedy_output_with_a_repeat_penalty_equals_plain(target: LlamaTarget) -> None:
+    """The penalty makes each position's choice depend on the tokens before it, so the verifier chooses row by row
+    with that history instead of taking the rows' argmax."""
+    sampling = SamplingSettings(repeat_penalty=1.5, repeat_last_n=16)
+    accepted = penalised = 0
+    for prompt in PROMPTS[:4]:
+        request = _request(target, prompt, max_tokens=40, sampling=sampling)
+        plain = run_plain(target, request)
+        penalised += plain.tokens != run_plain(target, _request(target, prompt, max_tokens=40)).tokens
+        drafter = OracleDrafter(target.tokenizer.detokenize(plain.tokens))
+        spec, _, _ = run_spec(target, drafter, request, prompt, policy=FixedLength(6))
+        accepted += spec.stats.accepted_tokens
+        assert_lossless(target, request, plain, spec)
+    assert accepted > 0 and penalised, "the penalty must change what plain decoding writes"
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("policy", ["fixed6", "triggers"])
 def test_sampled_speculative_output_equals_plain_with_the_same_seed(

@@ -54,10 +54,16 @@ class Sampler:
         self.seed = settings.seed if settings.seed is not None else secrets.randbits(32)
         self._rng = np.random.default_rng(self.seed)
 
+    @property
+    def argmax_only(self) -> bool:
+        """Whether ``choose`` is a row's argmax whatever the history: greedy, with no repeat penalty."""
+        s = self.settings
+        return s.greedy and (s.repeat_penalty == 1.0 or s.repeat_last_n == 0)
+
     def choose(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
         """The token for one position. ``history`` is the context so far (for the repeat penalty)."""
         s = self.settings
-        scores = self._penalized(logits, history)
+        scores = self.penalized(logits, history)
         if s.greedy:
             return int(np.argmax(scores))
         ids, probs = self._candidates(scores)
@@ -69,14 +75,15 @@ class Sampler:
 
     def distribution(self, logits: np.ndarray, history: Sequence[int] = ()) -> dict[int, float]:
         """The probabilities ``choose`` samples from (for tests and diagnostics)."""
-        scores = self._penalized(logits, history)
+        scores = self.penalized(logits, history)
         if self.settings.greedy:
             return {int(np.argmax(scores)): 1.0}
         ids, probs = self._candidates(scores)
         probs = probs / probs.sum()
         return {int(i): float(p) for i, p in zip(ids, probs, strict=True)}
 
-    def _penalized(self, logits: np.ndarray, history: Sequence[int]) -> np.ndarray:
+    def penalized(self, logits: np.ndarray, history: Sequence[int]) -> np.ndarray:
+        """The scores ``choose`` picks from after ``history``: ``logits`` with the repeat penalty applied."""
         s = self.settings
         if s.repeat_penalty == 1.0 or s.repeat_last_n == 0 or not history:
             return logits
