@@ -217,11 +217,11 @@ def test_torch_drafter_keeps_output_identical(target: LlamaTarget, tmp_path: Pat
 
 
 def test_greedy_output_with_a_repeat_penalty_equals_plain(target: LlamaTarget) -> None:
-    """The penalty makes each position's choice depend on the tokens before it, so the verifier chooses row by row
-    with that history instead of taking the rows' argmax."""
-    sampling = SamplingSettings(repeat_penalty=1.5, repeat_last_n=16)
+    """The penalty makes each position's choice depend on the tokens before it, the span's own included: the
+    verifier must give the sampler each position's history."""
+    sampling = SamplingSettings(repeat_penalty=3.0, repeat_last_n=16)
     accepted = penalised = 0
-    for prompt in PROMPTS[:4]:
+    for prompt in [*PROMPTS[:4], b"x = 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0", b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]:
         request = _request(target, prompt, max_tokens=40, sampling=sampling)
         plain = run_plain(target, request)
         penalised += plain.tokens != run_plain(target, _request(target, prompt, max_tokens=40)).tokens

@@ -54,12 +54,6 @@ class Sampler:
         self.seed = settings.seed if settings.seed is not None else secrets.randbits(32)
         self._rng = np.random.default_rng(self.seed)
 
-    @property
-    def argmax_only(self) -> bool:
-        """Whether ``choose`` is a row's argmax whatever the history: greedy, with no repeat penalty."""
-        s = self.settings
-        return s.greedy and (s.repeat_penalty == 1.0 or s.repeat_last_n == 0)
-
     def choose(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
         """The token for one position. ``history`` is the context so far (for the repeat penalty)."""
         s = self.settings

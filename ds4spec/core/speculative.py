@@ -34,7 +34,7 @@ from ds4spec.core.early_launch import EarlyLaunch
 from ds4spec.core.events import CycleReport, Event, FinishReason, Provenance
 from ds4spec.core.plain import Generation, GenerationRequest, launch_ahead, take_back
 from ds4spec.core.stats import EventCounts
-from ds4spec.core.verify import Verdict, verify_draft, verify_greedy
+from ds4spec.core.verify import Verdict, verify_draft
 
 ALIGN_WINDOW = 8  # committed target tokens re-tokenized with each draft
 
@@ -280,8 +280,6 @@ class _Cycle:
         last_n = self.request.sampling.repeat_last_n
         if not draft:  # a plain step, chosen as plain decoding chooses it (most cycles where nothing pays)
             return Verdict(0, self.sampler.choose(rows[0], self.target.recent_tokens(last_n)))
-        if self.sampler.argmax_only:
-            return verify_greedy(rows, draft)
         span = len(draft) + 1
         # History for the repeat penalty at span position i: the context up to and including span[i].
         recent = self.target.recent_tokens(last_n + span) if self.request.sampling.repeat_penalty != 1 else []
