@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pytest
 from spec_helpers import (
     GarbageDrafter,
@@ -21,6 +22,7 @@ from spec_helpers import (
     RaisingDrafter,
     SlowDrafter,
     assert_lossless,
+    first_difference,
     run_plain,
     run_spec,
     stopped_after,
@@ -33,7 +35,7 @@ from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough
 from ds4spec.core.events import Finished, FinishReason, TextChunk
 from ds4spec.core.plain import GenerationRequest
-from ds4spec.core.sampling import SamplingSettings
+from ds4spec.core.sampling import Sampler, SamplingSettings
 from ds4spec.core.speculative import SpecSettings, generate_speculative
 from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.hybrid import HybridDrafter
@@ -230,6 +232,36 @@ def test_greedy_output_with_a_repeat_penalty_equals_plain(target: LlamaTarget) -
         accepted += spec.stats.accepted_tokens
         assert_lossless(target, request, plain, spec)
     assert accepted > 0 and penalised, "the penalty must change what plain decoding writes"
+
+
+def test_each_position_is_chosen_with_the_history_plain_decoding_gives_it(
+        target: LlamaTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One choice a position, in order, whether the position was verified in a span or stepped alone: the history
+    the sampler is given (for its repeat penalty) is the context before that position, exactly as in plain
+    decoding."""
+    histories: list[tuple[int, ...]] = []
+    choose = Sampler.choose
+
+    def recording(self: Sampler, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        histories.append(tuple(history))
+        return choose(self, logits, history)
+
+    monkeypatch.setattr(Sampler, "choose", recording)
+    sampling = SamplingSettings(repeat_penalty=1.1, repeat_last_n=16)
+    for prompt in PROMPTS[:3]:
+        request = _request(target, prompt, max_tokens=40, sampling=sampling)
+        histories.clear()
+        plain = run_plain(target, request)
+        plain_histories = list(histories)
+        histories.clear()
+        spec, _, _ = run_spec(target, OracleDrafter(target.tokenizer.detokenize(plain.tokens)), request, prompt,
+                              policy=FixedLength(6))
+        assert spec.stats.accepted_tokens > 0
+        same = first_difference(plain.tokens, spec.tokens)  # a near-tie flip ends the comparison there
+        n = len(plain.tokens) if same is None else same + 1
+        assert histories[:n] == plain_histories[:n]
+        # Plain decoding's own: position i after the prompt sees the last 16 tokens of the prompt and i tokens.
+        assert [len(h) for h in plain_histories[:n]] == [min(16, len(request.prompt_tokens) + i) for i in range(n)]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
