@@ -30,7 +30,7 @@ from ds4spec.bench.peer_plan import PeerPlan
 from ds4spec.bench.peer_runs import PeerSitting, SystemRuns
 from ds4spec.bench.peers import PEER_KEYS, BenchTask, parse_peers
 from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, result_of, system_rows
-from ds4spec.bench.workloads import WORKLOADS, Task, load_tasks
+from ds4spec.bench.workloads import WORKLOADS, Task, load_prompt_file, load_tasks
 from ds4spec.core.events import CycleReport, Event, Finished
 from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.core.sampling import SamplingSettings
@@ -56,6 +56,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("benchmark")
     g.add_argument("--workload", action="append", choices=WORKLOADS, help="a workload to run (repeatable; "
                    "default: all three)")
+    g.add_argument("--prompts", action="append", type=Path, metavar="FILE", help="a workload of your own prompts, "
+                   "named after the file: one JSON object a line, {\"prompt\": ...} for a chat turn or {\"text\": "
+                   "...} for text to continue, with optional \"id\" and \"stop\" (repeatable; without --workload, "
+                   "only these run)")
     g.add_argument("--limit", type=int, default=5, metavar="N", help="prompts per workload (default 5)")
     g.add_argument("--skip", type=int, default=0, metavar="N", help="leave out each workload's first N prompts, e.g. "
                    "to check on prompts that tuning never saw (default 0)")
@@ -162,15 +166,20 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     settings = replace(settings, max_tokens=args.max_tokens, temperature=0.0, stop=())
     check_settings(settings)
-    workloads = args.workload or list(WORKLOADS)
+    workloads = args.workload or ([] if args.prompts else list(WORKLOADS))
     modes = args.mode or ([args.draft] if args.draft else list(DEFAULT_MODES))
     if args.sweep:
         modes = [*modes, *_sweep_modes(args.sweep)]
     peer_keys = parse_peers(args.peers) if args.peers else ()  # a bad list fails before any model loads
     tasks = [load_tasks(workload, args.limit, skip=args.skip) for workload in workloads]  # so does a bad selection
+    tasks += [load_prompt_file(path, args.limit, skip=args.skip) for path in args.prompts or ()]
+    workloads = [t[0].workload for t in tasks]
+    if len(set(workloads)) < len(workloads):
+        raise UsageError(f"two workloads are named {_first_repeat(workloads)!r}: rename a prompts file")
     report = Report(settings={
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
         "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": args.limit, "skip": args.skip,
+        "prompts": [str(path) for path in args.prompts or ()],
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": settings.draft_fixed,
         "fresh": args.fresh, "peers": list(peer_keys),
     })
@@ -305,6 +314,10 @@ def _bench_task(target: LlamaTarget, task: Task) -> BenchTask:
     """A prompt as every system gets it: the target's tokens, and the text or turns they were made from."""
     return BenchTask(task.workload, task.task_id, tuple(task.prompt_tokens(target)), tuple(task.stop), task.text,
                      task.messages or ())
+
+
+def _first_repeat(names: list[str]) -> str:
+    return next(name for i, name in enumerate(names) if name in names[:i])
 
 
 def _sweep_modes(text: str) -> list[str]:

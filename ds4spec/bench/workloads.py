@@ -23,6 +23,7 @@ from ds4spec.errors import UsageError
 DATA_DIR = Path(__file__).resolve().parent / "data"
 WORKLOADS = ("humaneval", "edits", "files", "prose")
 _INPUTS = {"files": "edits"}  # the files workload asks the edits' questions about files
+_OWN_KEYS = frozenset({"prompt", "text", "id", "stop"})  # a prompts file's keys: a typo is an error, not ignored
 _RENAMED = re.compile(r"Rename the function `(\w+)`")
 # The usual HumanEval stops: the function ends where the next top-level statement begins.
 CODE_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
@@ -59,10 +60,58 @@ def load_tasks(workload: str, limit: int | None = None, data_dir: Path = DATA_DI
         raise UsageError(f"--skip must be 0 or more, got {skip}")
     path = data_dir / f"{_INPUTS.get(workload, workload)}.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if skip >= len(rows):
-        raise UsageError(f"--skip {skip} leaves no {workload} prompt: the workload has {len(rows)}")
-    tasks = [_task(workload, row) for row in rows[skip:]]
-    return tasks[:limit] if limit is not None else tasks
+    return _selected([_task(workload, row) for row in rows], workload, limit, skip)
+
+
+def load_prompt_file(path: Path, limit: int | None = None, *, skip: int = 0) -> list[Task]:
+    """A user's own prompts as a workload named after the file: one JSON object a line, ``{"prompt": ...}`` a chat
+    turn (rendered with the target's chat template) or ``{"text": ...}`` text to continue, with an optional ``"id"``
+    and ``"stop"`` (texts that end the answer)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read prompts file {path}: {getattr(e, 'strerror', None) or e}") from None
+    workload = path.stem
+    tasks = [_own_task(workload, f"{path}, line {n}", line, n)
+             for n, line in enumerate(lines, start=1) if line.strip()]
+    if not tasks:
+        raise UsageError(f"prompts file {path} has no prompts: one JSON object a line")
+    seen: set[str] = set()
+    for task in tasks:
+        if task.task_id in seen:
+            raise UsageError(f"prompts file {path}: the id {task.task_id!r} is used twice")
+        seen.add(task.task_id)
+    return _selected(tasks, workload, limit, skip)
+
+
+def _selected(tasks: list[Task], workload: str, limit: int | None, skip: int) -> list[Task]:
+    if skip >= len(tasks):
+        raise UsageError(f"--skip {skip} leaves no {workload} prompt: the workload has {len(tasks)}")
+    return tasks[skip:][:limit] if limit is not None else tasks[skip:]
+
+
+def _own_task(workload: str, where: str, line: str, number: int) -> Task:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{where}: not JSON ({e.msg})") from None
+    if not isinstance(row, dict):
+        raise UsageError(f"{where}: expected a JSON object with \"prompt\" or \"text\"")
+    if unknown := sorted(set(row) - _OWN_KEYS):
+        raise UsageError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_OWN_KEYS))})")
+    given = [key for key in ("prompt", "text") if key in row]
+    if len(given) != 1:
+        raise UsageError(f"{where}: give exactly one of \"prompt\" (a chat turn) and \"text\" (text to continue)")
+    body, task_id, stop = row[given[0]], row.get("id", f"{workload}/{number}"), row.get("stop", [])
+    if not isinstance(body, str) or not body.strip():
+        raise UsageError(f"{where}: \"{given[0]}\" must be a non-empty string")
+    if not isinstance(task_id, str) or not task_id:
+        raise UsageError(f"{where}: \"id\" must be a non-empty string")
+    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
+        raise UsageError(f"{where}: \"stop\" must be a list of non-empty strings")
+    if given[0] == "text":
+        return Task(workload, task_id, text=body, stop=tuple(stop))
+    return Task(workload, task_id, messages=(ChatMessage("user", body),), stop=tuple(stop))
 
 
 def _task(workload: str, row: dict[str, str]) -> Task:
