@@ -83,6 +83,7 @@ def test_the_bench_runs_a_prompts_file_as_a_workload_of_its_own(tiny_models: dic
     report = json.loads(out.read_text())
     assert report["settings"]["workloads"] == ["mine"]
     assert report["settings"]["prompts"] == [str(path)]
+    assert "2 prompts per workload" in proc.stdout
     assert sorted((r["workload"], r["task_id"], r["mode"]) for r in report["runs"]) == [
         ("mine", "counting", "lookup"), ("mine", "counting", "plain"),
         ("mine", "mine/1", "lookup"), ("mine", "mine/1", "plain")]
@@ -112,3 +113,14 @@ def test_two_workloads_of_one_name_are_refused_before_a_model_loads(tmp_path: Pa
     proc = bench(*args)
     assert proc.returncode != 0
     assert proc.stderr.strip() == f"ds4spec: error: {message}"
+
+
+def test_a_prompts_file_runs_whole_unless_limited_while_a_shipped_workload_runs_five(tiny_models: dict[str, Path],
+                                                                                  tmp_path: Path) -> None:
+    path = prompts_file(tmp_path, [{"text": f"count: {i} {i + 1}"} for i in range(7)])
+    out = tmp_path / "bench.json"
+    proc = bench("--target", str(tiny_models["bpe"]), "--mode", "lookup", "--workload", "prose", "--prompts",
+                 str(path), "--out", str(out), "--max-tokens", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["settings"]["prompts_per_workload"] == {"prose": 5, "mine": 7}
+    assert "prompts per workload: prose 5, mine 7" in proc.stdout

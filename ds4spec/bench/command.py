@@ -42,6 +42,8 @@ from ds4spec.engine.settings import Settings
 from ds4spec.errors import UsageError
 from ds4spec.policy.profile import profile_for
 
+SHIPPED_LIMIT = 5  # prompts of each shipped workload when --limit is not given
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -55,12 +57,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_speculation_options(p)
     g = p.add_argument_group("benchmark")
     g.add_argument("--workload", action="append", choices=WORKLOADS, help="a workload to run (repeatable; "
-                   "default: all three)")
+                   "default: all four, or none where --prompts is given)")
     g.add_argument("--prompts", action="append", type=Path, metavar="FILE", help="a workload of your own prompts, "
                    "named after the file: one JSON object a line, {\"prompt\": ...} for a chat turn or {\"text\": "
                    "...} for text to continue, with optional \"id\" and \"stop\" (repeatable; without --workload, "
                    "only these run)")
-    g.add_argument("--limit", type=int, default=5, metavar="N", help="prompts per workload (default 5)")
+    g.add_argument("--limit", type=int, metavar="N", help="prompts per workload (default: 5 of a shipped workload, "
+                   "all of a prompts file)")
     g.add_argument("--skip", type=int, default=0, metavar="N", help="leave out each workload's first N prompts, e.g. "
                    "to check on prompts that tuning never saw (default 0)")
     g.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
@@ -171,14 +174,16 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep:
         modes = [*modes, *_sweep_modes(args.sweep)]
     peer_keys = parse_peers(args.peers) if args.peers else ()  # a bad list fails before any model loads
-    tasks = [load_tasks(workload, args.limit, skip=args.skip) for workload in workloads]  # so does a bad selection
+    shipped_limit = SHIPPED_LIMIT if args.limit is None else args.limit
+    tasks = [load_tasks(workload, shipped_limit, skip=args.skip) for workload in workloads]  # so does a bad selection
     tasks += [load_prompt_file(path, args.limit, skip=args.skip) for path in args.prompts or ()]
     workloads = [t[0].workload for t in tasks]
     if len(set(workloads)) < len(workloads):
         raise UsageError(f"two workloads are named {_first_repeat(workloads)!r}: rename a prompts file")
     report = Report(settings={
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
-        "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": args.limit, "skip": args.skip,
+        "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": shipped_limit, "skip": args.skip,
+        "prompts_per_workload": {t[0].workload: len(t) for t in tasks},
         "prompts": [str(path) for path in args.prompts or ()],
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": settings.draft_fixed,
         "fresh": args.fresh, "peers": list(peer_keys),
@@ -316,6 +321,12 @@ def _bench_task(target: LlamaTarget, task: Task) -> BenchTask:
                      task.messages or ())
 
 
+def _prompt_counts(counts: dict[str, int]) -> str:
+    if len(set(counts.values())) <= 1:
+        return f"{next(iter(counts.values()), 0)} prompts per workload"
+    return "prompts per workload: " + ", ".join(f"{name} {n}" for name, n in counts.items())
+
+
 def _first_repeat(names: list[str]) -> str:
     return next(name for i, name in enumerate(names) if name in names[:i])
 
@@ -387,7 +398,7 @@ def _print(report: Report) -> None:
     _print_costs(report)
     drafters = report.settings.get("drafters", {})
     print(f"target {report.settings.get('target')}; drafters {drafters}; greedy, {report.settings['max_tokens']} "
-          f"tokens, {report.settings['limit']} prompts per workload"
+          f"tokens, {_prompt_counts(report.settings['prompts_per_workload'])}"
           + (f" after the first {skip}" if (skip := report.settings.get("skip")) else "")
           + ("; every answer's policy fresh, as one `ds4spec complete` a prompt"
              if report.settings.get("fresh") else ""))
