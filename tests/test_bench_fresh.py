@@ -31,7 +31,7 @@ def test_the_printed_report_says_its_answers_were_fresh(tiny_models: dict[str, P
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     settings = Settings(target=str(tiny_models["bpe"]), ctx=1024, gpu_layers=0, warmup=0, max_tokens=4)
     for fresh in (True, False):
-        report = Report(settings={"fresh": fresh, "max_tokens": 4, "limit": 1, "skip": 0})
+        report = Report(settings={"fresh": fresh, "max_tokens": 4, "prompts_per_workload": {"prose": 1}, "skip": 0})
         _Sitting(settings, report, fresh=fresh).run(["lookup"], [load_tasks("prose", 1)], None)
         _print(report)
         said = "every answer's policy fresh, as one `ds4spec complete` a prompt" in capsys.readouterr().out
