@@ -12,7 +12,8 @@ text copies its prompt and prints, by edit kind (the renames of the shipped work
   bytes next) and whether the answer already copied ``LONG_COPY`` bytes: acceptance of 16-token drafts and how many
   are rejected at their first token;
 - a fixed-length policy (every cycle in a copy drafts k tokens) priced by a verify profile, with drafts whole, cut at
-  their first line end, or cut there only once the answer's copies broke at line starts more often than mid-line:
+  their first line end, cut there only once the answer's copies broke at line starts more often than mid-line, or cut
+  before the bytes that preceded earlier rejections (where they saw more rejections than drafts going through them):
   tokens per plain step.
 """
 
@@ -126,6 +127,38 @@ def by_window(rows: list[dict]) -> None:
         print(f"{kind:8} {state:28} {drafts:6d} {acc / drafts:9.2f} {acc / max(trials, 1):6.3f} {first / drafts:14.1%}")
 
 
+class BreakContexts:
+    """The ``size`` bytes before each point where a draft was rejected, and how often a draft went through them since:
+    a draft is cut before such bytes where they saw more rejections than passes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.seen: dict[bytes, list[int]] = {}  # bytes before the point -> [rejections there, passes through]
+        self.cut_at: tuple[bytes, bytes] | None = None  # the last cut: the bytes before it, the draft's bytes after
+
+    def cut(self, answer: bytes, draft: bytes) -> bytes:
+        self.cut_at = None
+        text = answer + draft
+        for j in range(1, len(draft)):
+            before = text[len(answer) + j - self.size : len(answer) + j]
+            rejected, passed = self.seen.get(before, (0, 0))
+            if rejected > passed:
+                self.cut_at = (before, draft[j : j + 4])
+                return draft[:j]
+        return draft
+
+    def learn(self, answer: bytes, kept: bytes, rejected: bool, following: bytes) -> None:
+        """After a draft: ``kept`` accepted, then rejected or not; ``following`` is the target's next token."""
+        text = answer + kept
+        for j in range(1, len(kept)):
+            if (before := text[len(answer) + j - self.size : len(answer) + j]) in self.seen:
+                self.seen[before][1] += 1
+        if rejected:
+            self.seen.setdefault(text[-self.size :], [0, 0])[0] += 1
+        elif self.cut_at and following and self.cut_at[1].startswith(following[: len(self.cut_at[1])]):
+            self.seen[self.cut_at[0]][1] += 1  # the copy went on where the draft was cut
+
+
 def fixed_policy(row: dict, k: int, cut: str) -> tuple[float, int, int]:
     """Tokens per plain step where every cycle in a copy drafts ``k`` tokens (cut as named) and others step, and how
     many drafts were rejected at a line start and elsewhere."""
@@ -134,17 +167,23 @@ def fixed_policy(row: dict, k: int, cut: str) -> tuple[float, int, int]:
     source, drafter, answer = copy_source(context), LookupDrafter(), b""
     drafter.begin(context)
     i, steps, line_breaks, mid_breaks = 0, 0.0, 0, 0
+    contexts = BreakContexts(int(cut.split()[-2].strip("(")) if cut.startswith("at break contexts") else 0)
     while i < len(pieces):
         tail = answer[-COPY_WINDOW:]
         draft = drafter.propose(k).text if len(tail) == COPY_WINDOW and tail in source else b""
         if draft and (cut == "at line ends" or (cut == "after line-start breaks" and line_breaks > mid_breaks)):
             end = LINE_END.search(draft)
             draft = draft[: end.end()] if end and end.end() < len(draft) else draft
+        elif draft and contexts.size:
+            draft = contexts.cut(answer, draft)
         step = 1
         if draft:
             n = accepted(draft, pieces[i:], k)
             drafted = min(k, max(n, math.ceil(len(draft) / drafter.bytes_per_token)))
             steps += pass_cost(drafted + 1)
+            if contexts.size:
+                following = pieces[i + n] if i + n < len(pieces) else b""
+                contexts.learn(answer, b"".join(pieces[i : i + n]), n < drafted and bool(following), following)
             if n < drafted and i + n < len(pieces):
                 if AT_LINE_START.search(answer + b"".join(pieces[i : i + n])):
                     line_breaks += 1
@@ -161,9 +200,10 @@ def fixed_policy(row: dict, k: int, cut: str) -> tuple[float, int, int]:
 
 
 def by_cut(rows: list[dict]) -> None:
-    print(f"\n{'cut':24} {'k':>3} {'renames':>8} {'kinds':>8}   (tokens per plain step, mean over answers; drafts "
+    print(f"\n{'cut':28} {'k':>3} {'renames':>8} {'kinds':>8}   (tokens per plain step, mean over answers; drafts "
           "rejected at a line start / elsewhere, renames and kinds)")
-    for cut in ("none", "at line ends", "after line-start breaks"):
+    for cut in ("none", "at line ends", "after line-start breaks", "at break contexts (5 bytes)",
+                "at break contexts (12 bytes)"):
         for k in (8, 15, 31):
             speeds: dict[str, list[float]] = defaultdict(list)
             breaks: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -174,7 +214,7 @@ def by_cut(rows: list[dict]) -> None:
                 breaks[kind_of(row)][1] += elsewhere
             mean = {kind: sum(v) / len(v) for kind, v in speeds.items()}
             counts = ", ".join(f"{breaks[kind][0]} / {breaks[kind][1]}" for kind in ("renames", "kinds"))
-            print(f"{cut:24} {k:3d} {mean['renames']:8.3f} {mean['kinds']:8.3f}   {counts}")
+            print(f"{cut:28} {k:3d} {mean['renames']:8.3f} {mean['kinds']:8.3f}   {counts}")
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ not part of the product). Usage, from the repository root:
 Each mark, before the text its cycle committed: ``[event kK SOURCE D/A m0.50 L0.90s]``: the syntax event, the length
 the policy asked for, the source it asked (lookup, model, or any: lookup, else the model), the tokens drafted and
 accepted, the event's acceptance figure for the model, lookup's figure where the text was, and the copy state there
-(n: copies nothing of the prompt, s: a short copy, l: in or after a long one). The bench's first answer is its warm-up.
+(n: copies nothing of the prompt, s: a short copy, l: in or after a long one); lookup alone's cycles show drafted and
+accepted only. The bench's first answers are its warm-up.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ def draft_length(self: TriggerPolicy) -> int:
 def generate(*args: object, **kwargs: object) -> Iterator[Event]:
     parts: list[str] = []
     for event in _generate(*args, **kwargs):  # type: ignore[arg-type]
-        if isinstance(event, CycleReport) and event.drafted and DECIDED:
-            name = event.event.split(".")[-1]
-            parts.append(f"[{name} {DECIDED[0]} {event.drafted}/{event.accepted} {DECIDED[1]}]")
+        if isinstance(event, CycleReport):
+            decided, DECIDED[:] = DECIDED[:] or ["", ""], []  # another policy (lookup alone) decides nothing here
+            if event.drafted:
+                name = event.event.split(".")[-1]
+                parts.append(f"[{name} {decided[0]} {event.drafted}/{event.accepted} {decided[1]}]")
         elif isinstance(event, TextChunk):
             parts.append(event.text)
         elif isinstance(event, Finished):
