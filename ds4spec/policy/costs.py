@@ -77,15 +77,21 @@ def source_costs(drafter: Proposer, profile: VerifyProfile, draft_max: int) -> l
     costs: list[SourceCost] = []
     for source in drafter.sources:
         if source == "lookup" or not profile.measured:
-            costs.append(SourceCost(source, None, True))
+            costs.append(_untimed(source))
             continue
         measured = drafter.call_alone(lambda inner, s=source: measure_source(inner, s))
         seconds, read = measured if isinstance(measured, tuple) else (None, None)
         if not isinstance(seconds, float):  # it failed, hung or had nothing: the policy learns online
-            costs.append(SourceCost(source, None, True))
+            costs.append(_untimed(source))
             continue
         costs.append(_judged(drafter.name, source, seconds, read, len(READ_SAMPLE), profile, draft_max))
     return costs
+
+
+def _untimed(source: str) -> SourceCost:
+    """A source asked without a figure from load: lookup (no model, nothing to time), or one that could not be timed
+    or compared with a plain step (the policy learns its cost online)."""
+    return SourceCost(source, None, True)
 
 
 def _judged(drafter_name: str, source: str, seconds: float, read: float | None, read_bytes: int,
@@ -127,7 +133,7 @@ def cached_source_costs(drafter: Proposer, profile: VerifyProfile, draft_max: in
 def _cached(drafter_name: str, source: str, times: dict[str, list[float | int | None]], profile: VerifyProfile,
             draft_max: int) -> SourceCost:
     if source == "lookup":
-        return SourceCost(source, None, True)
+        return _untimed(source)
     seconds, read, read_bytes = times[source]
     if not isinstance(seconds, float):
         raise ValueError(f"no time kept for {source}")
