@@ -346,3 +346,51 @@ def test_a_hybrid_may_propose_while_its_model_follows_else_as_lookup_says() -> N
     assert not hybrid.may_propose()
     hybrid.extend(b"\nprint(")
     assert hybrid.may_propose()
+
+
+RENAMED_FIELD_SOURCE = (b"// four alike\n\n" + b"".join(b"fn %s() {\n    self.items.touch()\n}\n\n" % name
+                                                         for name in (b"a", b"b", b"c", b"d")) + b"// end\n")
+
+
+def renamed_field_drafter() -> LookupDrafter:
+    """Four functions alike but for their names, the field ``items`` renamed ``buffer`` by the answer, learned at the
+    first function's body."""
+    drafter = started(RENAMED_FIELD_SOURCE)
+    drafter.extend(b"fn a() {\n")
+    assert drafter.propose(8).text.startswith(b"    self.items.touch()")
+    drafter.extend(b"    self.")
+    drafter.extend(b"buffer.touch()\n}\n\nfn")
+    assert drafter.propose(16).text.startswith(b" b() {\n    self.buffer.touch()")
+    assert drafter.renames == {b"items": b"buffer"}
+    return drafter
+
+
+def test_a_commit_through_several_uses_of_a_renamed_identifier_keeps_following_the_copy() -> None:
+    drafter = renamed_field_drafter()
+    drafter.extend(b" b() {\n    self.buffer.touch()\n}\n\nfn c() {\n    self.buffer.touch()\n}\n\nfn")
+    assert drafter.propose(16).text.startswith(b" d() {\n    self.buffer.touch()\n}\n")
+
+
+@pytest.mark.parametrize(("commits", "expected"), [
+    ((b" b() {\n    self.store.touch()\n}\n\nfn",), b" c() {\n    self.store.touch()"),  # a new name: an edit
+    ((b" b() {\n    self.buf", b"fer.touch()\n}\n\nfn"), b" c() {\n    self.buffer.touch()"),  # not yet whole
+], ids=["another-name", "identifier-cut-by-the-commit"])
+def test_the_copy_breaks_where_the_answer_leaves_it_and_resumes_near_there(commits: tuple[bytes, ...],
+                                                                           expected: bytes) -> None:
+    drafter = renamed_field_drafter()
+    for commit in commits:
+        drafter.extend(commit)
+    assert drafter.propose(16).text.startswith(expected)
+
+
+def test_a_copy_of_the_messages_ends_where_they_do_not_in_the_answers_own_beginning() -> None:
+    drafter = LookupDrafter()
+    drafter.begin(DraftContext(messages=[ChatMessage("user", "Fix it:\n```\nx = 1\ny = 2\n```")]))
+    drafter.extend(b"```\nx = 1\n")
+    assert drafter.propose(64).text == b"y = 2\n```\n"  # not on into "```\nx = 1\n", this answer's first line
+    drafter.extend(b"y = 2\n```\n")
+    assert not drafter.may_propose()
+    assert drafter.propose(64) is NO_DRAFT
+    completion = started(b"x = 1\ny = 2\n")  # a completion's prompt and answer are one text: a copy goes on
+    completion.extend(b"x = 1\n")
+    assert completion.propose(64).text == b"y = 2\nx = 1\n"
