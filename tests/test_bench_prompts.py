@@ -40,8 +40,22 @@ def test_a_prompt_is_a_chat_turn_and_a_text_is_continued(tmp_path: Path) -> None
 def test_limit_and_skip_select_from_a_prompts_file_as_from_a_workload(tmp_path: Path) -> None:
     path = prompts_file(tmp_path, [{"prompt": f"question {i}"} for i in range(5)])
     assert [t.task_id for t in load_prompt_file(path, 2, skip=1)] == ["mine/2", "mine/3"]
-    with pytest.raises(UsageError, match="--skip 5 leaves no mine prompt: the workload has 5"):
-        load_prompt_file(path, 2, skip=5)
+
+
+@pytest.mark.parametrize(("limit", "skip", "message"), [
+    (0, 0, "--limit must be at least 1, got 0"),
+    (2, -1, "--skip must be 0 or more, got -1"),
+    (2, 5, "--skip 5 leaves no mine prompt: the workload has 5"),
+], ids=["no-prompts", "negative-skip", "skip-past-the-end"])
+def test_a_selection_from_a_prompts_file_that_leaves_no_prompt_is_refused(tmp_path: Path, limit: int, skip: int,
+                                                                         message: str) -> None:
+    path = prompts_file(tmp_path, [{"prompt": f"question {i}"} for i in range(5)])
+    with pytest.raises(UsageError, match=message):
+        load_prompt_file(path, limit, skip=skip)
+    proc = bench("--target", str(tmp_path / "absent.gguf"), "--prompts", str(path), "--limit", str(limit),
+                 "--skip", str(skip))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"ds4spec: error: {message}"
 
 
 @pytest.mark.parametrize(("lines", "message"), [

@@ -54,10 +54,6 @@ def load_tasks(workload: str, limit: int | None = None, data_dir: Path = DATA_DI
     """The workload's prompts in their file's order: ``limit`` of them (all when None) after the first ``skip``."""
     if workload not in WORKLOADS:
         raise UsageError(f"unknown workload {workload!r} (known: {', '.join(WORKLOADS)})")
-    if limit is not None and limit < 1:
-        raise UsageError(f"--limit must be at least 1, got {limit}")
-    if skip < 0:
-        raise UsageError(f"--skip must be 0 or more, got {skip}")
     path = data_dir / f"{_INPUTS.get(workload, workload)}.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return _selected([_task(workload, row) for row in rows], workload, limit, skip)
@@ -85,6 +81,11 @@ def load_prompt_file(path: Path, limit: int | None = None, *, skip: int = 0) -> 
 
 
 def _selected(tasks: list[Task], workload: str, limit: int | None, skip: int) -> list[Task]:
+    """``limit`` of ``tasks`` (all when None) after the first ``skip``, or a one-line error where that is none."""
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {limit}")
+    if skip < 0:
+        raise UsageError(f"--skip must be 0 or more, got {skip}")
     if skip >= len(tasks):
         raise UsageError(f"--skip {skip} leaves no {workload} prompt: the workload has {len(tasks)}")
     return tasks[skip:][:limit] if limit is not None else tasks[skip:]
