@@ -30,7 +30,7 @@ from ds4spec.bench.peer_plan import PeerPlan
 from ds4spec.bench.peer_runs import PeerSitting, SystemRuns
 from ds4spec.bench.peers import PEER_KEYS, BenchTask, parse_peers
 from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, result_of, system_rows
-from ds4spec.bench.workloads import WORKLOADS, Task, load_prompt_file, load_tasks
+from ds4spec.bench.workloads import WORKLOADS, Task, first_repeat, load_prompt_file, load_tasks
 from ds4spec.core.events import CycleReport, Event, Finished
 from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.core.sampling import SamplingSettings
@@ -178,8 +178,8 @@ def run(args: argparse.Namespace) -> int:
     tasks = [load_tasks(workload, shipped_limit, skip=args.skip) for workload in workloads]  # so does a bad selection
     tasks += [load_prompt_file(path, args.limit, skip=args.skip) for path in args.prompts or ()]
     workloads = [t[0].workload for t in tasks]
-    if len(set(workloads)) < len(workloads):
-        raise UsageError(f"two workloads are named {_first_repeat(workloads)!r}: rename a prompts file")
+    if (repeated := first_repeat(workloads)) is not None:
+        raise UsageError(f"two workloads are named {repeated!r}: rename a prompts file")
     report = Report(settings={
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
         "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": shipped_limit, "skip": args.skip,
@@ -325,10 +325,6 @@ def _prompt_counts(counts: dict[str, int]) -> str:
     if len(set(counts.values())) <= 1:
         return f"{next(iter(counts.values()), 0)} prompts per workload"
     return "prompts per workload: " + ", ".join(f"{name} {n}" for name, n in counts.items())
-
-
-def _first_repeat(names: list[str]) -> str:
-    return next(name for i, name in enumerate(names) if name in names[:i])
 
 
 def _sweep_modes(text: str) -> list[str]:

@@ -72,12 +72,19 @@ def load_prompt_file(path: Path, limit: int | None = None, *, skip: int = 0) -> 
              for n, line in enumerate(lines, start=1) if line.strip()]
     if not tasks:
         raise UsageError(f"prompts file {path} has no prompts: one JSON object a line")
-    seen: set[str] = set()
-    for task in tasks:
-        if task.task_id in seen:
-            raise UsageError(f"prompts file {path}: the id {task.task_id!r} is used twice")
-        seen.add(task.task_id)
+    if (repeated := first_repeat([task.task_id for task in tasks])) is not None:
+        raise UsageError(f"prompts file {path}: the id {repeated!r} is used twice")
     return _selected(tasks, workload, limit, skip)
+
+
+def first_repeat(names: list[str]) -> str | None:
+    """The first name that ``names`` holds twice, or None."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
 
 
 def _selected(tasks: list[Task], workload: str, limit: int | None, skip: int) -> list[Task]:

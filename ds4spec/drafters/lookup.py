@@ -111,24 +111,24 @@ class LookupDrafter(Drafter):
         text, start, source = self._text, len(self._text), self._source
         text += committed
         if source is not None:
-            self._source = self._followed(source, start)
+            self._source = self._followed(source, start, committed)
         if self._edit is not None and self._learn(*self._edit):
             self._edit = None
         self._index(max(start, 1), len(text))
 
-    def _followed(self, source: int, start: int) -> int | None:
+    def _followed(self, source: int, start: int, committed: bytes) -> int | None:
         """Where the copy read from ``source`` goes on after the bytes committed from ``start``: through identifiers
         the answer wrote as a learned rename; else None, the break remembered where the copy left its source. Broken
         at the first renamed identifier of a commit, the copy resumed near there: after a 45-token draft through three
         methods of a renamed field, the next draft went on with the second method where the answer was at the fourth,
         61 tokens rejected at the first (Rust, Q4_K_M: 24 plain steps)."""
-        text, end = self._text, len(self._text)
+        text, first = self._text, start
         while True:
-            copied = text[source : source + end - start]  # overlapping copies (``abab...``) work, as in LZ77
-            if copied == text[start:end]:
-                return source + end - start
-            same = next((i for i, (a, b) in enumerate(zip(text[start:end], copied, strict=False)) if a != b),
-                        len(copied))
+            rest = committed[start - first :]  # the whole commit, uncopied, until a rename is gone through
+            copied = text[source : source + len(rest)]  # overlapping copies (``abab...``) work, as in LZ77
+            if copied == rest:
+                return source + len(rest)
+            same = next((i for i, (a, b) in enumerate(zip(rest, copied, strict=False)) if a != b), len(copied))
             renamed = self._through_rename(source + same, start + same)
             if renamed is None:
                 self._breaks.appendleft((source + same, start + same))
