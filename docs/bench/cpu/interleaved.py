@@ -3,7 +3,8 @@ run cannot tell 1% from the VM's drift (answers that drafted nothing there ran f
 
 Each prompt runs ``REPS`` times in each of three ways, in alternating order: plain, the mode with a fresh policy (as
 one `ds4spec complete` a prompt) and the mode with the policy that learns across answers (as a session). Prints per
-prompt the medians' ratios to plain, the drafted tokens, and their geometric means.
+prompt the ratios of the median seconds a token to plain's (a token, not an answer: a near-tie flip can make an
+answer longer or shorter than plain's), the drafted tokens, and their geometric means.
 
     python docs/bench/cpu/interleaved.py humaneval 5 5 6 [triggers [f16]]
 """
@@ -47,14 +48,14 @@ def main(workload: str, skip: int, limit: int, reps: int, mode: str = "triggers"
                     policy = plan.fresh_policy(task) if way == "fresh" else plan.policy(task, False)
                     finished = _last(generate_speculative(target, plan.drafter, request, task.draft_context(),
                                                           spec_settings(plan.settings), policy=policy))
-                seconds[way].append(finished.stats.generation_seconds)
+                seconds[way].append(finished.stats.generation_seconds / max(1, finished.stats.committed_tokens))
                 drafted[way] += finished.stats.drafted_tokens
         plain = statistics.median(seconds["plain"])
         row = []
         for way in ("fresh", "learned"):
             ratios[way].append(plain / statistics.median(seconds[way]))
             row.append(f"{way} {ratios[way][-1]:.3f}x ({drafted[way]} drafted)")
-        print(f"{task.task_id:14s} plain {plain:.3f} s  " + "  ".join(row), flush=True)
+        print(f"{task.task_id:14s} plain {plain * 1000:.1f} ms a token  " + "  ".join(row), flush=True)
     means = "  ".join(f"{way} {math.exp(statistics.fmean(map(math.log, r))):.3f}x" for way, r in ratios.items())
     print(f"{pair} pair, {workload} {mode}, geometric mean over {len(tasks)} prompts, {reps} runs each: {means}")
 
