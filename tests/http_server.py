@@ -34,7 +34,8 @@ class HttpServer:
         self._stderr: list[str] = []
         self._found = threading.Event()
         self.base = ""
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
         if not self._found.wait(60):
             self.kill()
             raise AssertionError(f"the server did not say where it listens: {self.stderr_text()}")
@@ -71,6 +72,9 @@ class HttpServer:
             time.sleep(0.02)
 
     def stderr_text(self) -> str:
+        """All the server wrote on stderr once it has ended; what has been read so far while it runs."""
+        if self.proc.poll() is not None:
+            self._stderr_reader.join(30)  # the pipe's last lines arrive after the exit that wait() reports
         return "".join(self._stderr)
 
     def terminate(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:

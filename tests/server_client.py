@@ -106,7 +106,8 @@ class Server:
         self._ended = False
         self._stderr: list[bytes] = []
         threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=lambda: self._stderr.append(self.proc.stderr.read()), daemon=True).start()  # type: ignore[union-attr]
+        self._stderr_reader = threading.Thread(target=lambda: self._stderr.append(self.proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
+        self._stderr_reader.start()
 
     def _read(self) -> None:
         try:
@@ -186,6 +187,11 @@ class Server:
         return code
 
     def stderr_text(self) -> str:
+        """All the server wrote on stderr once it has ended; what has been read so far while it runs."""
+        if self.proc.poll() is not None:
+            # The reader thread sees the end of the pipe after the exit that wait() reports; without the join a
+            # fast exit read as an empty stderr (CI, stop 46).
+            self._stderr_reader.join(30)
         return b"".join(self._stderr).decode("utf-8", "replace")
 
     def kill(self) -> None:
