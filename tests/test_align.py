@@ -82,30 +82,32 @@ _TEXT = st.lists(_FRAGMENTS, max_size=30).map("".join)
 
 @_SETTINGS
 @given(kind=st.sampled_from(KINDS), text=_TEXT, data=st.data(), max_tokens=st.integers(0, 24),
-       window=st.integers(0, 10))
+       window=st.integers(0, 10), tail=st.booleans())
 def test_aligned_tokens_spell_a_prefix_of_the_draft(toks: dict[str, LlamaTokenizer], kind: str, text: str,
-                                                    data: st.DataObject, max_tokens: int, window: int) -> None:
-    """The contract, on random code-like text cut at a random point: the offered tokens spell a prefix of the
-    draft right after the committed text, hold no control token, and respect ``max_tokens``."""
+                                                    data: st.DataObject, max_tokens: int, window: int,
+                                                    tail: bool) -> None:
+    """The contract, on random code-like text cut at a random point, with or without the unstable tail: the
+    offered tokens spell a prefix of the draft right after the committed text, hold no control token, and respect
+    ``max_tokens``."""
     tok = toks[kind]
     split = data.draw(st.integers(0, len(text)), label="split")
     committed = _committed(tok, text[:split].encode())
     draft = text[split:].encode()
-    aligned = align_draft(tok, committed, draft, max_tokens=max_tokens, window=window)
+    aligned = align_draft(tok, committed, draft, max_tokens=max_tokens, window=window, unstable_tail=tail)
     _assert_safe(tok, committed, draft, aligned, max_tokens)
 
 
 @_SETTINGS
 @given(kind=st.sampled_from(KINDS), prefix=_TEXT, junk=st.lists(st.integers(0, 600), max_size=6),
-       draft=st.binary(max_size=60))
+       draft=st.binary(max_size=60), tail=st.booleans())
 def test_arbitrary_bytes_never_break_the_contract(toks: dict[str, LlamaTokenizer], kind: str, prefix: str,
-                                                  junk: list[int], draft: bytes) -> None:
+                                                  junk: list[int], draft: bytes, tail: bool) -> None:
     """Drafters and random-weight targets both emit broken UTF-8 (here: a draft of any bytes, committed tokens
     that end in arbitrary ids, byte tokens included). Alignment must stay safe; it must also never hand invalid
     UTF-8 to llama.cpp, which aborts the whole process on some (``std::invalid_argument: invalid codepoint``)."""
     tok = toks[kind]
     committed = _committed(tok, prefix.encode()) + [t % tok.n_vocab for t in junk]
-    _assert_safe(tok, committed, draft, align_draft(tok, committed, draft, max_tokens=16), 16)
+    _assert_safe(tok, committed, draft, align_draft(tok, committed, draft, max_tokens=16, unstable_tail=tail), 16)
 
 
 @_SETTINGS
@@ -145,6 +147,28 @@ def test_draft_ending_inside_a_word_does_not_offer_the_truncated_token(toks: dic
     longer = align_draft(tok, committed, b"    return 0\n", max_tokens=16)
     assert tok.detokenize(longer) == b"    return 0"
     assert longer == whole[len(committed) : len(committed) + len(longer)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_unstable_tail_is_offered_as_the_draft_spells_it(toks: dict[str, LlamaTokenizer], kind: str) -> None:
+    """Asked for (a model drafter that stops as soon as its text is enough), the last word comes too, complete or
+    not: ``    return 0`` whole, and ``    retu`` as whatever tokens spell it; still never a committed token rewritten,
+    never part of a character."""
+    tok = toks[kind]
+    committed = _committed(tok, b"def main() -> int:\n")
+    whole = _committed(tok, b"def main() -> int:\n    return 0\n")
+    stable = align_draft(tok, committed, b"    return 0", max_tokens=16)
+    assert tok.detokenize(stable) == b"    return"
+    offered = align_draft(tok, committed, b"    return 0", max_tokens=16, unstable_tail=True)
+    assert tok.detokenize(offered) == b"    return 0"
+    assert offered == whole[len(committed) : len(committed) + len(offered)]
+    assert tok.detokenize(align_draft(tok, committed, b"    retu", max_tokens=16, unstable_tail=True)) == b"    retu"
+    assert len(align_draft(tok, committed, b"    return 0", max_tokens=2, unstable_tail=True)) == 2
+    text = '    print("日本")'.encode()
+    cut = text.index("本".encode()) + 1  # inside the character
+    assert tok.detokenize(align_draft(tok, committed, text[:cut], max_tokens=32, unstable_tail=True)) == text[: cut - 1]
+    merging = _committed(tok, b"def main() -> int:\n    ret")
+    assert align_draft(tok, merging, b"urn 0\n", max_tokens=16, unstable_tail=True) == []
 
 
 @pytest.mark.parametrize("kind", KINDS)

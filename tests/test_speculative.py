@@ -31,6 +31,7 @@ from spec_helpers import (
 from ds4spec.backend import runtime
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
+from ds4spec.core import speculative
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough
 from ds4spec.core.events import Finished, FinishReason, TextChunk
@@ -167,6 +168,36 @@ def test_a_model_drafts_no_more_of_its_tokens_than_the_target_needs(
             enough_drafts += 1
             assert not enough(drafter._unfinished_removed(b"".join(map(drafter._piece, tokens[:-1]))))
     assert enough_drafts > 0
+    guarded.close()
+
+
+@pytest.mark.parametrize("offered", [True, False], ids=["tail-offered", "tail-dropped"])
+def test_a_model_draft_offers_its_last_word_as_it_stands(
+    target: LlamaTarget, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, offered: bool
+) -> None:
+    """A model stops as soon as its text gives the tokens asked for, counting its last word, which may still grow:
+    that word is verified as the model spelled it, and the output stays the target's own. Dropped (the switch
+    off), no alignment offers more than the stable part."""
+    monkeypatch.setattr(speculative, "OFFER_MODEL_TAIL", offered)
+    beyond_stable = 0
+    align = speculative.align_draft
+
+    def recorded(tok: object, committed: Sequence[int], draft: bytes, **kwargs: object) -> list[int]:
+        nonlocal beyond_stable
+        got = align(tok, committed, draft, **kwargs)  # type: ignore[arg-type]
+        stable = align(tok, committed, draft, **{**kwargs, "unstable_tail": False})  # type: ignore[arg-type]
+        beyond_stable += len(got) > len(stable)
+        return got
+
+    monkeypatch.setattr(speculative, "align_draft", recorded)
+    prompt = PROMPTS[1]
+    request = _request(target, prompt, max_tokens=48)
+    plain = run_plain(target, request)
+    drafter = LlamaDrafter(tiny_models[OTHER[target.kind]], n_ctx=1024, p_min=0.0)  # type: ignore[attr-defined]
+    spec, _, guarded = run_spec(target, drafter, request, prompt, policy=FixedLength(4))
+    assert_lossless(target, request, plain, spec)
+    assert spec.stats.drafted_tokens > 0
+    assert (beyond_stable > 0) == offered
     guarded.close()
 
 

@@ -102,7 +102,8 @@ def _tokens_after(tok: Tokenizer, text: bytes, body: bytes, space_prefix: bool) 
 
 
 def align_draft(
-    tok: Tokenizer, committed: Sequence[int], draft: bytes, *, max_tokens: int, window: int = 8
+    tok: Tokenizer, committed: Sequence[int], draft: bytes, *, max_tokens: int, window: int = 8,
+    unstable_tail: bool = False,
 ) -> list[int]:
     """Target tokens that continue ``committed`` with a prefix of ``draft``, for the target to verify.
 
@@ -128,6 +129,12 @@ def align_draft(
     ms a call on the AVX2 CPU); over 34,000 cuts of the bench texts with five vocabularies (Qwen2, Llama's BPE and
     SentencePiece, DeepSeek-Coder, GPT-2), each checked against the tokens of the text that really follows, neither
     way offered an unstable token, and the comparison only dropped stable ones (about one cut in 2,000).
+
+    ``unstable_tail`` offers that last chunk too, as the draft spells it (``"retu"`` as ``"ret" "u"``, which the
+    target rejects): a model drafter that stops as soon as its text gives the tokens asked for then saves the forward
+    pass that would show where its last word ends. Measured with SmolLM2 drafting 2 and 4 target tokens a cycle on
+    ten HumanEval prompts (default pair): 27% and 21% fewer of its passes, for 199 tokens accepted against 207 (2 a
+    cycle) and 259 against 238 (4); the tails the target reached were accepted at 52% (punctuation) and 60% (words).
     """
     if max_tokens <= 0 or not draft:
         return []
@@ -146,7 +153,7 @@ def align_draft(
         starts = list(accumulate((len(p) for p in pieces), initial=0))
         pieces = pieces[next(k for k in range(1, len(starts)) if starts[k] > valid) :]
     space_prefix = adds_space_prefix(tok)
-    cut = last_chunk_start(body, whole_space_run=space_prefix)
+    cut = len(body) if unstable_tail else last_chunk_start(body, whole_space_run=space_prefix)
     if cut == 0:
         return []
     full = _tokens_after(tok, text, body, space_prefix)
