@@ -150,18 +150,24 @@ class RecordingDrafter(LlamaDrafter):
         return draft
 
 
+def _lossless_drafting_four(target: LlamaTarget, drafter: LlamaDrafter) -> tuple[Finished, GuardedDrafter]:
+    """A 48-token answer with ``drafter`` asked for 4 target tokens every cycle, checked equal to plain's."""
+    prompt = PROMPTS[1]
+    request = _request(target, prompt, max_tokens=48)
+    plain = run_plain(target, request)
+    spec, _, guarded = run_spec(target, drafter, request, prompt, policy=FixedLength(4))
+    assert_lossless(target, request, plain, spec)
+    return spec, guarded
+
+
 def test_a_model_drafts_no_more_of_its_tokens_than_the_target_needs(
     target: LlamaTarget, tiny_models: dict[str, Path]
 ) -> None:
     """The loop tells a model drafter when its text gives the target the tokens it asked for (what the aligner
     keeps of it), and the drafter stops there: one token fewer would not have been enough. (A draft may also end
     earlier: at a special token, or at the cap on its length.)"""
-    prompt = PROMPTS[1]
-    request = _request(target, prompt, max_tokens=48)
-    plain = run_plain(target, request)
     drafter = RecordingDrafter(tiny_models[OTHER[target.kind]], n_ctx=1024, p_min=0.0)  # type: ignore[attr-defined]
-    spec, _, guarded = run_spec(target, drafter, request, prompt, policy=FixedLength(4))
-    assert_lossless(target, request, plain, spec)
+    _, guarded = _lossless_drafting_four(target, drafter)
     enough_drafts = 0
     for _, enough, tokens, draft in drafter.asked:
         if enough(draft.text):
@@ -190,12 +196,8 @@ def test_a_model_draft_offers_its_last_word_as_it_stands(
         return got
 
     monkeypatch.setattr(speculative, "align_draft", recorded)
-    prompt = PROMPTS[1]
-    request = _request(target, prompt, max_tokens=48)
-    plain = run_plain(target, request)
     drafter = LlamaDrafter(tiny_models[OTHER[target.kind]], n_ctx=1024, p_min=0.0)  # type: ignore[attr-defined]
-    spec, _, guarded = run_spec(target, drafter, request, prompt, policy=FixedLength(4))
-    assert_lossless(target, request, plain, spec)
+    spec, guarded = _lossless_drafting_four(target, drafter)
     assert spec.stats.drafted_tokens > 0
     assert (beyond_stable > 0) == offered
     guarded.close()
