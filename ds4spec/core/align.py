@@ -5,8 +5,7 @@ would tokenize it as if it started a text, and re-tokenizing everything every cy
 window of committed tokens is re-tokenized together with the draft (field notes, section 6), and only tokens that
 (a) start exactly where the committed text ends, (b) cannot be changed by bytes the drafter has not written yet
 (unless the caller asks for the draft's last word as it stands), and (c) are plain text (never a control token) are
-offered. Everything works on bytes: a token may hold part of a UTF-8
-character, and decoded strings would lose that.
+offered. Everything works on bytes: a token may hold part of a UTF-8 character, and decoded strings would lose that.
 """
 
 from __future__ import annotations
