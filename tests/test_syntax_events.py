@@ -239,7 +239,7 @@ def test_code_event_of_empty_text_is_a_new_line(book: RuleBook) -> None:
 ANSWER = '''\
 «markdown.sentence»Here is how to read a JSON «markdown.prose»file in Python.
 
-«markdown.sentence»```python
+«markdown.sentence»```py«markdown.fence_open»thon
 «python.fence_open»import json
 
 def load(path):
@@ -257,7 +257,7 @@ def load(path):
 
 Now in Rust, with a tilde fence:
 
-~~~rust
+~~~ru«markdown.fence_open»st
 «rust.fence_open»fn main() {
     let x = «rust.assignment»1;
 }
@@ -265,7 +265,7 @@ Now in Rust, with a tilde fence:
 
 A fence without a language:
 
-```
+```«markdown.prose»
 «default.fence_open»x = [«default.open_bracket»1, 2]
 ```
 

@@ -191,6 +191,34 @@ def test_a_dear_model_is_probed_only_as_often_as_a_small_share_of_the_time_allow
     assert drafted_at and all(gap >= 2 / PROBE_SHARE for gap in gaps), drafted_at
 
 
+@pytest.mark.parametrize(("profile", "prompt", "answer", "tried"), [
+    ("memory-bound", 100, None, True),  # a pass over 2 tokens 1.13 steps, the prompt read in half a step
+    ("compute-bound", 100, None, False),  # a pass over 2 tokens 1.96 steps: at prose's acceptance nothing pays
+    ("memory-bound", 2000, 2000.0, False),  # a file read in 10 steps: spread thin over a long answer, but a rejected
+                                            # try loses it all
+])
+def test_where_the_prose_rule_says_none_a_model_that_pays_even_at_prose_s_acceptance_is_tried_at_once(
+    book: RuleBook, profile: str, prompt: int, answer: float | None, tried: bool
+) -> None:
+    """Measured on the F16 pair's prose (run 52): SmolLM2 alone 1.30x at 43% accepted, the triggers 1.09x, their first
+    answer drafting nothing while the probe's clock waited. Where even the acceptance a small drafter gets on prose
+    pays and a wrong first try is cheap, the model is tried at the answer's first prose; elsewhere prose waits for a
+    probe (``test_an_undrafted_prose_rule_is_only_probed_with_back_off``)."""
+    read = ReadingCosts()
+    read.observe(300, 1.5)  # reading costs a two-hundredth of a step a byte
+    learning = TriggerLearning(MEMORY_BOUND if profile == "memory-bound" else COMPUTE_BOUND)
+    learning.reading = read
+    learning.model_token_seconds = 0.05
+    policy = TriggerPolicy(book, "markdown", 16, ("lookup", "model"), learning)
+    policy.begin(DraftContext(messages=(ChatMessage("user", "x" * prompt),)))
+    learning.answer_tokens = answer
+    policy.observe(0, 0, 0, 1.0, "none")
+    policy.extend(b"The")  # the answer's first token, written by that plain step
+    k = _at(policy, b"The tracker reads the text as it ")
+    assert policy.event == "markdown.prose"
+    assert (0 < k <= FIRST_TRY_SHORT and policy.source == "model") if tried else k == 0
+
+
 def _model_cycles(policy: TriggerPolicy, place: bytes, read: ReadingCosts, cycles: int) -> None:
     """Model drafts at ``place``, 90% accepted, each writing 10 bytes and reading them at the next draft."""
     rng = random.Random(0)
@@ -720,8 +748,11 @@ QUOTE_AT = QUOTING_ANSWER.index(b"keep")  # "keep the oldest entries when the li
 
 
 def _quoting(book: RuleBook, profile: VerifyProfile) -> TriggerPolicy:
-    """A prose answer to QUESTION, 20 bytes into its quote of it, after a plain step that timed the yardstick."""
-    policy = TriggerPolicy(book, "markdown", 16, ("lookup", "model"), TriggerLearning(profile))
+    """A prose answer to QUESTION, 20 bytes into its quote of it, after a plain step that timed the yardstick; the
+    model's tokens cost half a step each, so that at prose's poor acceptance it is not worth a try there."""
+    learning = TriggerLearning(profile)
+    learning.model_token_seconds = 0.5
+    policy = TriggerPolicy(book, "markdown", 16, ("lookup", "model"), learning)
     policy.begin(DraftContext(messages=(ChatMessage("user", QUESTION),)))
     policy.observe(0, 0, 0, 1.0, "none")
     policy.extend(QUOTING_ANSWER[:QUOTE_AT])

@@ -172,6 +172,12 @@ class SyntaxTracker:
         line = text.rsplit("\n", 1)[-1]
         if _BULLET.match(line):
             return "bullet"
+        if (fence := _FENCE.match(line)) and fence.group(2):
+            # A fence being opened, its language tag begun: the rest of its line and the code's first lines are what
+            # lookup finds in a prompt that holds the code (measured on the F16 pair's edits: the triggers drafted
+            # nothing here, lookup alone the tag's end and the code's first line, a pass an answer). The bare marker
+            # is too short for lookup to match, and a model asked there reads the whole prompt.
+            return "fence_open"
         if not text or (not line.strip() and "\n" in text):
             return "sentence" if text.endswith("\n\n") or not text else "newline"
         return "sentence" if _SENTENCE_END.search(text) else "prose"
