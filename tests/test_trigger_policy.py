@@ -778,10 +778,29 @@ def test_a_prose_answer_quoting_its_question_is_drafted_by_lookup_though_the_pro
     assert _at(policy, QUOTING_ANSWER[: QUOTE_AT + 28]) > k and policy.source == "lookup"
     policy.extend(b" (an LRU would not).")
     for _ in range(3):
-        policy.learning.lookup.fresh.observe(4, 0)  # lookup's drafts out of copies: wrong
+        policy.learning.lookup.fresh_prose.observe(4, 0)  # lookup's drafts in prose out of copies: wrong
     assert _at(policy, b"(an LRU would not).") == 0 and policy.copies.copy == "none"
     assert policy.learning.lookup.quote.alpha > 0.8  # the quote's figure is its own
     assert policy.learning.lookup.short_copy.alpha == SHORT_COPY_PRIOR  # and not the edits' short copies'
+
+
+def test_lookup_s_figure_in_prose_outside_copies_is_its_own_not_the_edits(book: RuleBook) -> None:
+    """Outside copies, lookup's drafts in the edits' code go on with the file and are right; in prose they are matches
+    of common words. Carried from the edits, that figure had the F16 pair's triggers ask lookup for 9 tokens at a
+    time through a prose answer, in place of a model that paid there (run 52)."""
+    learning = TriggerLearning(MEMORY_BOUND)
+    for _ in range(10):
+        learning.lookup.fresh.observe(16, 15)  # the edits' code, outside copies: right
+    policy = TriggerPolicy(book, "markdown", 16, ("lookup", "model"), learning)
+    policy.begin(DraftContext(messages=(ChatMessage("user", QUESTION),)))
+    policy.observe(0, 0, 0, 1.0, "none")
+    policy.extend(b"Locking is a way to ")
+    _at(policy, b"Locking is a way to ")
+    assert policy.event == "markdown.prose" and policy.copies.copy == "none"
+    assert policy.copies.figure() is learning.lookup.fresh_prose
+    assert policy.copies.figure().alpha == pytest.approx(0.5)  # the prior, not the edits' 0.9
+    policy.observe(2, 2, 0, 1.3, "lookup")  # its draft here rejected
+    assert learning.lookup.fresh_prose.alpha < 0.5 and learning.lookup.fresh.alpha > 0.9
 
 
 def test_on_a_compute_bound_target_a_quote_is_drafted_only_once_plain_steps_show_it_going_on(book: RuleBook) -> None:

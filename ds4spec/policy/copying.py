@@ -37,6 +37,13 @@ otherwise, and a memory-bound one does. A long quote has the quote's figure too:
 where the quote ends, wherever an edited file's copy went on. At the figure of the edits' long copies (0.999, carried
 from the answers before), the default pair's triggers sent the end of a 64-byte quote a 26-token draft, rejected at
 its first token (Q4_K_M, 2-core AVX-512: a pass costing about 14 plain steps, a tenth of the answer's time).
+
+Outside copies, prose has its own figure too. Lookup's drafts there are matches of a few common words; outside copies
+in the edits' code they go on with the file (the replay's 0.93). Carried from the edits, that figure priced lookup's
+next match in a prose answer at 9 tokens, preferred to a model that paid there: the F16 pair's triggers then asked
+lookup alone for the rest of the answer, which found few matches and fewer right ones (run 52, traced: after the
+edits, the second prose answer's model drafted 4 times, lookup 9 tokens at a time for the 118 cycles left, 5 of its
+32 drafted tokens accepted, where the answer before had the model drafting 47 tokens in 49 cycles).
 """
 
 from __future__ import annotations
@@ -80,10 +87,11 @@ class LookupAcceptance:
         self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR, SHORT_COPY_WEIGHT)
         self.quote = AcceptanceModel(QUOTE_PRIOR)
         self.fresh = AcceptanceModel()
+        self.fresh_prose = AcceptanceModel()  # elsewhere in prose (module docstring)
 
     def model(self, copy: Copy, prose: bool = False) -> AcceptanceModel:
-        if copy != "none" and prose:
-            return self.quote
+        if prose:
+            return self.quote if copy != "none" else self.fresh_prose
         if copy == "short":
             return self.short_copy
         return self.copying if copy == "long" else self.fresh
@@ -93,6 +101,7 @@ class LookupAcceptance:
         self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR, SHORT_COPY_WEIGHT)
         self.quote = AcceptanceModel(QUOTE_PRIOR)
         self.fresh.carry_over(FRESH_CARRIED)
+        self.fresh_prose.carry_over(FRESH_CARRIED)
 
 
 class CopyWatch:
