@@ -247,6 +247,28 @@ def test_a_model_that_must_first_read_what_lookup_copied_is_not_asked_until_its_
     assert _at(policy, COMMENT) == 0  # it waits: reading the copy costs what no draft here can win back
 
 
+@pytest.mark.parametrize(("language", "place", "asked"), [
+    ("python", COMMENT, False),  # code: what lookup copied, read whole (the test above)
+    ("markdown", b"The tracker reads the text as it ", True),  # prose: written a token a cycle, read by share
+])
+def test_text_the_model_has_not_read_is_charged_whole_in_code_and_by_share_in_prose(
+    book: RuleBook, language: str, place: bytes, asked: bool
+) -> None:
+    """Measured on the F16 pair's prose (run 52): charged whole, each cycle the model was not asked made asking it
+    dearer, and after one match of lookup's it was never asked again in that answer; in an edited file the text it has
+    not read is lookup's copy, hundreds of bytes at a time, and read whole it keeps the model out (above)."""
+    read = ReadingCosts()
+    read.observe(10, 0.1 + 0.01 * 10)
+    read.observe(1000, 0.1 + 0.01 * 1000)  # a read costs a tenth of a step and a hundredth per byte
+    policy = TriggerPolicy(book, language, 16, ("model",), TriggerLearning(MEMORY_BOUND))
+    policy.learning.reading = read
+    policy.observe(0, 0, 0, 1.0, "none")
+    _model_cycles(policy, place, read, 40)
+    assert _at(policy, place) >= 4  # the model pays here
+    policy.extend(b"x" * 1000)  # 1000 bytes it has not read: 10 steps, read whole
+    assert (_at(policy, place) > 0) == asked
+
+
 def test_the_prompt_s_first_read_is_charged_by_the_share_of_the_answer_a_draft_writes(book: RuleBook) -> None:
     """A completion whose prompt is long: that read serves the whole answer, so a long answer carries it and a short
     one does not."""

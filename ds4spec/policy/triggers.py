@@ -306,29 +306,39 @@ class TriggerPolicy(DraftPolicy):
         # free, lookup was probed every 8, 16, 32 cycles of each answer where its figure said no, which plain steps
         # teach as well in a copy of the prompt, and elsewhere its matches are mostly wrong (``LookupGate``).
         if source == "model":
-            waste = (self.learning.costs.tables[source].cost(k) + self._reading(k)) / plain - 1
+            waste = (self.learning.costs.tables[source].cost(k) + self._reading(k, whole=True)) / plain - 1
         else:
             waste = self._lookup_probe_waste()
         if self._probe_clock(model).due(waste):
             return k, self._ask([source])
         return 0, "any"
 
-    def _reading(self, tokens: float) -> float:
+    def _reading(self, tokens: float, whole: bool = False) -> float:
         """Seconds of the model's read charged to a cycle expected to write ``tokens``: all of reading what was
         committed since it last read, and of the prompt's first read the share of the answer's tokens left that
         the cycle writes (that read serves every later draft of the answer). Until an answer's length is known (a
         ``ds4spec complete``, a chat's first answer), as many tokens are expected to come as were written, and at
         least ``ANSWER_PRIOR``: a first read is charged a large share early in an answer (measured on HumanEval
         with the default pair: one at the answer's fifth token read the prompt for 0.45 s, 18 plain steps, for a
-        draft of 2 tokens) and spread more thinly as a long answer shows itself."""
+        draft of 2 tokens) and spread more thinly as a long answer shows itself.
+
+        In prose (markdown outside a fence) what was committed since is charged by that share too, unless ``whole``
+        (a probe's loss): it was written a token or two a cycle, not copied by the hundred bytes as an edited file
+        is, and once asked the model drafts on. Charged whole, every cycle the model was not asked made asking it
+        dearer, and one lookup match in a prose answer kept it out for the rest of the answer (F16 pair, run 52:
+        asked again after 35 cycles, it would have read 1.1 plain steps of text)."""
         learning = self.learning
         text = learning.reading.cost(self._unread)
-        if not self._prompt_unread:
+        spread = self.copies.prose and not whole and self._unread > 0
+        if not (self._prompt_unread or spread):
             return text
         expected = learning.answer_tokens if learning.answer_tokens is not None else max(
             ANSWER_PRIOR, 2.0 * learning.written)
-        left = max(expected - learning.written, tokens)
-        return text + (learning.reading.cost(self._prompt_unread + self._unread) - text) * min(1.0, tokens / left)
+        share = min(1.0, tokens / max(expected - learning.written, tokens))
+        if spread:  # all of it by share but the fixed part: the pass that yields the draft's first token
+            fixed = min(text, learning.reading.fit()[0])
+            return fixed + (learning.reading.cost(self._prompt_unread + self._unread) - fixed) * share
+        return text + (learning.reading.cost(self._prompt_unread + self._unread) - text) * share
 
     def _model_could_pay(self, k: int, plain: float) -> bool:
         """Whether a model's first try here could beat a plain step: a draft of ``k`` tokens all accepted, charged
