@@ -18,8 +18,9 @@ probes again with back-off so that an event that starts to pay is noticed (per e
 one for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any
 event, the event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits its turn must first
 read the text it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is
-charged to the cycle that asks it, the prompt's first read to the share of the answer that cycle is expected to
-write. What it learns lives in ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer
+charged to the cycle that asks it (in prose, by share), the prompt's first read to the share of the answer that cycle
+is expected to write. Where a rule says not to draft (prose), a model whose drafts pay even at the acceptance such
+text gets is tried there at once. What it learns lives in ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer
 starts from what the first nine taught.
 """
 
