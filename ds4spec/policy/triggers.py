@@ -20,8 +20,8 @@ event, the event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits
 read the text it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is
 charged to the cycle that asks it (in prose, by share), the prompt's first read to the share of the answer that cycle
 is expected to write. Where a rule says not to draft (prose), a model whose drafts pay even at the acceptance such
-text gets is tried there at once. What it learns lives in ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer
-starts from what the first nine taught.
+text gets is tried there at once. What it learns lives in ``TriggerLearning``, which an engine keeps across
+generations: a chat's tenth answer starts from what the first nine taught.
 """
 
 from __future__ import annotations
