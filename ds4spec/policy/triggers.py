@@ -336,10 +336,9 @@ class TriggerPolicy(DraftPolicy):
         expected = learning.answer_tokens if learning.answer_tokens is not None else max(
             ANSWER_PRIOR, 2.0 * learning.written)
         share = min(1.0, tokens / max(expected - learning.written, tokens))
-        if spread:  # all of it by share but the fixed part: the pass that yields the draft's first token
-            fixed = min(text, learning.reading.fit()[0])
-            return fixed + (learning.reading.cost(self._prompt_unread + self._unread) - fixed) * share
-        return text + (learning.reading.cost(self._prompt_unread + self._unread) - text) * share
+        # Charged whole: the text, or in prose only the fixed part (the pass that yields the draft's first token).
+        whole_part = min(text, learning.reading.fit()[0]) if spread else text
+        return whole_part + (learning.reading.cost(self._prompt_unread + self._unread) - whole_part) * share
 
     def _model_could_pay(self, k: int, plain: float) -> bool:
         """Whether a model's first try here could beat a plain step: a draft of ``k`` tokens all accepted, charged
@@ -354,8 +353,7 @@ class TriggerPolicy(DraftPolicy):
         accepted, and the triggers at 0.96x. Judged with every drafted token accepted alone, the default pair's
         SmolLM2 was tried on the same machine's files: its cycles there, reads of the file included, took 0.44 s
         each (7 plain steps), and the triggers ran at 1.34x against lookup's 1.46x."""
-        table = self.learning.costs.tables["model"]
-        cycle = table.cost(k) + (0.0 if table.drafts_measured else k * self.learning.model_token_seconds)
+        cycle = self._model_cycle(k)
         if (k + 1) / (cycle + self._reading(k + 1)) <= 1.0 / plain:
             return False
         tokens = expected_tokens(OPTIMISTIC_ALPHA, k)
@@ -370,18 +368,22 @@ class TriggerPolicy(DraftPolicy):
         tokens costs about one step (a memory-bound target) even that acceptance pays: measured on the F16 pair's
         prose, SmolLM2 alone ran at 1.30x and the triggers at 1.09x, whose first answer drafted nothing while the
         probe's clock waited for a read that grew with every token written (run 52)."""
-        table = self.learning.costs.tables["model"]
-        per_token = 0.0 if table.drafts_measured else self.learning.model_token_seconds
         best, best_rate = 0, 1.0 / plain
         for k in (n for n in self.candidates if n <= FIRST_TRY_SHORT):
             tokens = expected_tokens(UNDRAFTED_ALPHA, k)
-            rate = tokens / (table.cost(k) + k * per_token + self._reading(tokens))
+            rate = tokens / (self._model_cycle(k) + self._reading(tokens))
             if rate > best_rate:
                 best, best_rate = k, rate
         if not best:
             return 0
-        whole = table.cost(best) + best * per_token + self.learning.reading.cost(self._prompt_unread + self._unread)
+        whole = self._model_cycle(best) + self.learning.reading.cost(self._prompt_unread + self._unread)
         return best if whole / plain - 1 <= BLIND_TRY_STEPS else 0
+
+    def _model_cycle(self, k: int) -> float:
+        """Seconds of a model's cycle drafting ``k`` tokens, its read aside: as measured, with its drafted tokens at the
+        cost the check measured at load until cycles that drafted are measured."""
+        table = self.learning.costs.tables["model"]
+        return table.cost(k) + (0.0 if table.drafts_measured else k * self.learning.model_token_seconds)
 
     def _lookup_would_win(self, model: EventModel, rate: float) -> bool:
         """Whether lookup's drafts in this answer, where it has a match, are expected to beat ``rate`` here."""
