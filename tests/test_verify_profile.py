@@ -192,3 +192,29 @@ def test_a_cached_curve_is_timed_again_at_most_hourly(target: LlamaTarget, monke
     assert timed == [(1, profile.CHECK_SPAN)]
     assert profile_for(target, announce=False, now=t0 + 3800).source == "cached"
     assert len(timed) == 1  # the check renewed the hour
+
+
+@pytest.mark.parametrize(("checks", "kept"), [
+    pytest.param([{1: 0.05, 4: 0.50}, {1: 0.05, 4: 0.11}], True,
+                 id="a stall in the first check's 4-token pass: timed again, the curve holds"),
+    pytest.param([{1: 0.05, 4: 0.50}] * 3, False, id="three checks that all disagree: the machine changed"),
+])
+def test_a_check_that_disagrees_is_timed_again_before_the_curve_is_dropped(
+        target: LlamaTarget, monkeypatch: pytest.MonkeyPatch, checks: list[dict[int, float]], kept: bool) -> None:
+    """A CI run on a busy machine measured the Q4_K_M curve and, a simulated hour later, had its one check disagree:
+    the curve was measured again for nothing. A stall passes when the check is timed again; a real change stays."""
+    from ds4spec.policy import profile
+
+    cache_file().unlink(missing_ok=True)
+    t0 = 1_000_000.0
+    first = profile_for(target, announce=False, now=t0)
+    monkeypatch.setattr(profile.VerifyProfile, "ratio", lambda self, k: 2.0)  # the cached curve: 4 tokens, 2 steps
+    left = list(checks)
+
+    def timing(target: LlamaTarget, spans: tuple[int, ...], *args: object, **kwargs: object) -> dict[int, float]:
+        return left.pop(0) if spans == (1, profile.CHECK_SPAN) else first.spans
+
+    monkeypatch.setattr(profile, "_timed", timing)
+    again = profile_for(target, announce=False, now=t0 + 3700)
+    assert (again.source == "cached") is kept
+    assert len(left) == len(checks) - (2 if kept else profile.CHECK_ATTEMPTS)

@@ -57,6 +57,10 @@ WARM_STEPS = 6
 # pass over 4 tokens at 1.27 plain steps, timed later at 1.92, and the F16 benches drafted along it.
 CHECK_SPAN = 4
 CHECK_REPEATS = 2
+# A check that disagrees is timed again (the fastest of each span kept) up to this many times in all before the curve
+# is measured anew: a CI run on a busy machine had one check of a curve measured a minute before disagree, while a real
+# change of machine keeps disagreeing.
+CHECK_ATTEMPTS = 3
 CHECK_EVERY_S = 3600.0  # a one-shot `ds4spec complete` pays the check once an hour, not each call
 CHECK_PREFIX = 16  # a short read before: the ratio at 4 tokens hardly depends on it
 DRIFT_STEPS = 0.3  # cost beyond a plain step, in plain steps: a difference this small is noise
@@ -177,6 +181,18 @@ def agrees(cached: Mapping[int, float], now: Mapping[int, float]) -> bool:
     return high - low <= DRIFT_STEPS or high <= DRIFT_FACTOR * max(low, DRIFT_STEPS)
 
 
+def still_holds(target: LlamaTarget, spans: Mapping[int, float]) -> bool:
+    """Whether a cached curve ``agrees`` with a check span timed on ``target`` now, in one of ``CHECK_ATTEMPTS``
+    timings (each keeps the fastest pass of each span so far: a stall passes, a real change does not)."""
+    fastest: dict[int, float] = {}
+    for _ in range(CHECK_ATTEMPTS):
+        timed = _timed(target, (1, CHECK_SPAN), CHECK_REPEATS, prefix=CHECK_PREFIX)
+        fastest = {n: min(s, fastest.get(n, s)) for n, s in timed.items()}
+        if agrees(spans, fastest):
+            return True
+    return False
+
+
 def fingerprint(target: LlamaTarget) -> str:
     """What the curve depends on: the model file, threads, offload, the llama.cpp build and the machine."""
     import llama_cpp
@@ -224,7 +240,7 @@ def profile_for(target: LlamaTarget, *, announce: bool = True, now: float | None
                 checked = checks.get(key)
                 if isinstance(checked, (int, float)) and 0 <= now - checked < CHECK_EVERY_S:
                     return VerifyProfile(spans, "cached")
-                if agrees(spans, _timed(target, (1, CHECK_SPAN), CHECK_REPEATS, prefix=CHECK_PREFIX)):
+                if still_holds(target, spans):
                     write_json(checks_file(), {**checks, key: now})
                     return VerifyProfile(spans, "cached")
                 why = "the cached ones no longer hold"
