@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from spec_helpers import run_plain
@@ -194,27 +195,44 @@ def test_a_cached_curve_is_timed_again_at_most_hourly(target: LlamaTarget, monke
     assert len(timed) == 1  # the check renewed the hour
 
 
-@pytest.mark.parametrize(("checks", "kept"), [
-    pytest.param([{1: 0.05, 4: 0.50}, {1: 0.05, 4: 0.11}], True,
-                 id="a stall in the first check's 4-token pass: timed again, the curve holds"),
-    pytest.param([{1: 0.05, 4: 0.50}] * 3, False, id="three checks that all disagree: the machine changed"),
+@pytest.mark.parametrize(("stalled_passes", "kept"), [
+    pytest.param(2, True, id="a stall in the first timing's 4-token passes: timed again, the curve holds"),
+    pytest.param(10**6, False, id="4 tokens dear in every timing: the machine changed"),
 ])
 def test_a_check_that_disagrees_is_timed_again_before_the_curve_is_dropped(
-        target: LlamaTarget, monkeypatch: pytest.MonkeyPatch, checks: list[dict[int, float]], kept: bool) -> None:
+        target: LlamaTarget, monkeypatch: pytest.MonkeyPatch, stalled_passes: int, kept: bool) -> None:
     """A CI run on a busy machine measured the Q4_K_M curve and, a simulated hour later, had its one check disagree:
-    the curve was measured again for nothing. A stall passes when the check is timed again; a real change stays."""
+    the curve was measured again for nothing. A stall passes when the check is timed again; a real change stays.
+    The passes' durations come from a clock that each pass advances: a plain step 50 ms, 4 tokens 110 ms (the
+    cached curve's 2.2 steps) or, stalled, 500 ms."""
     from ds4spec.policy import profile
 
     cache_file().unlink(missing_ok=True)
     t0 = 1_000_000.0
-    first = profile_for(target, announce=False, now=t0)
-    monkeypatch.setattr(profile.VerifyProfile, "ratio", lambda self, k: 2.0)  # the cached curve: 4 tokens, 2 steps
-    left = list(checks)
+    profile_for(target, announce=False, now=t0)
+    monkeypatch.setattr(profile.VerifyProfile, "ratio", lambda self, k: 2.2)
+    clock = {"now": 0.0, "stalls": stalled_passes, "four": 0}
+    eval_span = target.eval_span
 
-    def timing(target: LlamaTarget, spans: tuple[int, ...], *args: object, **kwargs: object) -> dict[int, float]:
-        return left.pop(0) if spans == (1, profile.CHECK_SPAN) else first.spans
+    def timed_pass(tokens: list[int]) -> object:
+        if len(tokens) == profile.CHECK_SPAN:
+            clock["four"] += 1
+            clock["stalls"] -= 1
+        clock["now"] += 0.05 if len(tokens) != profile.CHECK_SPAN else 0.5 if clock["stalls"] >= 0 else 0.11
+        return eval_span(tokens)
 
-    monkeypatch.setattr(profile, "_timed", timing)
+    checked = []
+    measure = profile.measure
+
+    def measured_again(target: LlamaTarget) -> VerifyProfile:
+        checked.append(clock["four"])
+        return measure(target)
+
+    monkeypatch.setattr(target, "eval_span", timed_pass)
+    monkeypatch.setattr(profile, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
+    monkeypatch.setattr(profile, "measure", measured_again)
     again = profile_for(target, announce=False, now=t0 + 3700)
     assert (again.source == "cached") is kept
-    assert len(left) == len(checks) - (2 if kept else profile.CHECK_ATTEMPTS)
+    # Two timings (the stalled one, then one that holds), or all of them before the curve is measured again.
+    timings = 2 if kept else profile.CHECK_ATTEMPTS
+    assert (checked or [clock["four"]]) == [timings * profile.CHECK_REPEATS]

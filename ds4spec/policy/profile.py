@@ -20,7 +20,7 @@ import platform
 import sys
 import time
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,9 +116,11 @@ def measure(target: LlamaTarget, spans: tuple[int, ...] = SPANS) -> VerifyProfil
 
 
 def _timed(target: LlamaTarget, spans: tuple[int, ...], repeats: int, attempts: int = 1,
-           prefix: int = PREFIX_TOKENS) -> dict[int, float]:
+           prefix: int = PREFIX_TOKENS,
+           settled: Callable[[Mapping[int, float]], bool] | None = None) -> dict[int, float]:
     """The fastest of ``repeats`` passes over each span that fits, after ``prefix`` tokens of context; more runs
-    (up to ``attempts``) while the curve looks disturbed. Empty when no span fits or the first is not 1."""
+    (up to ``attempts``) until the fastest so far are ``settled`` (by default: a curve that does not look
+    disturbed). Empty when no span fits or the first is not 1."""
     room = min(target.n_batch, target.n_ctx - prefix - 1)
     usable = tuple(n for n in spans if n <= room)
     if not usable or usable[0] != 1:
@@ -145,7 +147,7 @@ def _timed(target: LlamaTarget, spans: tuple[int, ...], repeats: int, attempts: 
                 # Span 1 twice: every ratio divides by it, and one slow pass there makes all drafts look cheap.
                 for n in (*usable, 1):
                     time_span(n)
-            if consistent(best):
+            if (settled or consistent)(best):
                 break
         for _ in range(RETIMES):  # a span slower than a longer one: timed again, alone, until its fastest shows
             if not (slow := dipped(best)):
@@ -184,13 +186,10 @@ def agrees(cached: Mapping[int, float], now: Mapping[int, float]) -> bool:
 def still_holds(target: LlamaTarget, spans: Mapping[int, float]) -> bool:
     """Whether a cached curve ``agrees`` with a check span timed on ``target`` now, in one of ``CHECK_ATTEMPTS``
     timings (each keeps the fastest pass of each span so far: a stall passes, a real change does not)."""
-    fastest: dict[int, float] = {}
-    for _ in range(CHECK_ATTEMPTS):
-        timed = _timed(target, (1, CHECK_SPAN), CHECK_REPEATS, prefix=CHECK_PREFIX)
-        fastest = {n: min(s, fastest.get(n, s)) for n, s in timed.items()}
-        if agrees(spans, fastest):
-            return True
-    return False
+    def holds(now: Mapping[int, float]) -> bool:
+        return agrees(spans, now)
+
+    return holds(_timed(target, (1, CHECK_SPAN), CHECK_REPEATS, CHECK_ATTEMPTS, CHECK_PREFIX, settled=holds))
 
 
 def fingerprint(target: LlamaTarget) -> str:
