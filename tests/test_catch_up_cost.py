@@ -29,7 +29,11 @@ from ds4spec.policy.profile import VerifyProfile, measure
 PROMPT = b"def fib(n):\n"
 BUDGET = 96
 DRAFT_MAX = 8
-DEAR_S = 0.2  # an expensive catch-up
+# Catch-ups are priced in the target's plain steps as the profile measured them, not in seconds: a read of 2 s was
+# about four times the whole plain answer where a step took 5 ms, charged in instalments of 9 steps a drafting cycle
+# (``CatchUpDebt``: one cycle for every two tokens left), and a draft of 8 tokens nearly paid them; where the steps
+# took 8 ms (a CI machine on a slow day) it paid, and the drafter was asked 22 times.
+DEAR_STEPS = 40  # an expensive catch-up after the prompt's
 
 
 class DearCatchUp(OracleDrafter):
@@ -92,13 +96,15 @@ class ConvincedGate(GatedPolicy):
         super().observe(requested, drafted, accepted, cycle_seconds, source)
 
 
-def run(target: LlamaTarget, profile: VerifyProfile, prompt_s: float,
-        cycle_s: float = 0.0) -> tuple[DearCatchUp, ConvincedGate]:
+def run(target: LlamaTarget, profile: VerifyProfile, prompt_steps: float,
+        cycle_steps: float = 0.0) -> tuple[DearCatchUp, ConvincedGate]:
+    """The drafter and the gate after one generation whose prompt read costs ``prompt_steps`` plain steps and every
+    later catch-up ``cycle_steps``."""
     request = GenerationRequest(target.tokenizer.tokenize(PROMPT, add_special=True), BUDGET)
     plain = run_plain(target, request)
-    drafter = DearCatchUp(target.tokenizer.detokenize(plain.tokens), prompt_s, cycle_s)
-    # What the load-time check sees: a free drafter, which could pay on any profile.
     step = profile.spans[1]
+    drafter = DearCatchUp(target.tokenizer.detokenize(plain.tokens), prompt_steps * step, cycle_steps * step)
+    # What the load-time check sees: a free drafter, which could pay on any profile.
     assert could_pay_on(profile, (measure_source(drafter, "model")[0] or 0.0) / step, DRAFT_MAX)
     drafter.proposals = 0
     gate = ConvincedGate(profile)
@@ -110,35 +116,37 @@ def run(target: LlamaTarget, profile: VerifyProfile, prompt_s: float,
 
 def test_a_drafter_whose_every_catch_up_is_dear_stops_being_asked(target: LlamaTarget,
                                                                    profile: VerifyProfile) -> None:
-    """Each catch-up after the prompt's costs 200 ms, 40 or more of the target's steps (at 50 ms, on a machine whose
-    steps took 5 ms, a 9-token draft nearly paid, and a slower minute made it pay): a cycle that drafts costs far more
-    than the tokens it wins. The first draft is cheap (its catch-up read only the prompt, for free), so the gate
-    drafts on for a few cycles; then it stops, and asks again only to probe, with back-off: each probe at least
-    twice as far from the one before as that was from its own predecessor, so no more than three fit.
+    """Each catch-up after the prompt's costs 40 of the target's steps (at 10, a 9-token draft nearly paid, and a
+    slower minute made it pay): a cycle that drafts costs far more than the tokens it wins. The first draft is
+    cheap (its catch-up read only the prompt, for free), so the gate drafts on for a few cycles; then it stops,
+    and asks again only to probe, with back-off: each probe at least twice as far from the one before as that was
+    from its own predecessor, so no more than three fit.
 
     How many dear cycles it pays before it stops depends on the plain step, measured on a machine that may be busy
     (a measurement far above the estimate is first taken for a stall, and the estimate climbs by half each time):
     three, usually; four leave a margin of 75% on the step."""
-    drafter, gate = run(target, profile, prompt_s=0.0, cycle_s=DEAR_S)
+    drafter, gate = run(target, profile, prompt_steps=0.0, cycle_steps=DEAR_STEPS)
     asks = [i for i, (requested, _) in enumerate(gate.cycles) if requested]
     assert len(asks) == drafter.proposals
     gaps = [b - a for a, b in pairwise(asks)]
     ramp = next((i for i, gap in enumerate(gaps) if gap >= FIRST_PROBE_AFTER), len(gaps)) + 1
     assert 2 <= ramp <= 5, (asks, gate.cycles)  # the cheap first draft, and at most four dear ones
-    assert all(gate.cycles[i][1] >= DEAR_S for i in asks[1:]), gate.cycles  # every later catch-up was paid for
+    dear = DEAR_STEPS * profile.spans[1]
+    assert all(gate.cycles[i][1] >= dear for i in asks[1:]), gate.cycles  # every later catch-up was paid for
     probe_gaps = gaps[ramp - 1:]
     assert all(later >= 2 * earlier for earlier, later in pairwise(probe_gaps)), asks
     assert len(probe_gaps) <= 3, asks
 
 
 def test_a_drafter_whose_prompt_read_is_dear_stops_being_asked(target: LlamaTarget, profile: VerifyProfile) -> None:
-    """Reading the prompt costs 2 s, ten times the whole plain generation: the drafting cycles after it pay it off
-    in instalments, and cannot. Before the catch-up was charged at all, this drafter was asked every cycle."""
-    drafter, _ = run(target, profile, prompt_s=2.0)
+    """Reading the prompt costs ten times the whole plain generation: the drafting cycles after it pay it off in
+    instalments of 20 plain steps, and not even a draft of 8 tokens, all accepted, wins that back. Before the
+    catch-up was charged at all, this drafter was asked every cycle."""
+    drafter, _ = run(target, profile, prompt_steps=10.0 * BUDGET)
     assert drafter.proposals <= 6, drafter.proposals
 
 
 def test_a_drafter_whose_catch_up_is_cheap_keeps_being_asked(target: LlamaTarget, profile: VerifyProfile) -> None:
-    """The same drafter reading the prompt in a millisecond: the gate keeps asking it."""
-    drafter, _ = run(target, profile, prompt_s=0.001)
+    """The same drafter reading the prompt in a fifth of a plain step: the gate keeps asking it."""
+    drafter, _ = run(target, profile, prompt_steps=0.2)
     assert drafter.proposals >= 12, drafter.proposals
