@@ -29,10 +29,11 @@ from ds4spec.policy.profile import VerifyProfile, measure
 PROMPT = b"def fib(n):\n"
 BUDGET = 96
 DRAFT_MAX = 8
-# Catch-ups are priced in the target's plain steps as the profile measured them, not in seconds: a read of 2 s was
-# about four times the whole plain answer where a step took 5 ms, charged in instalments of 9 steps a drafting cycle
-# (``CatchUpDebt``: one cycle for every two tokens left), and a draft of 8 tokens nearly paid them; where the steps
-# took 8 ms (a CI machine on a slow day) it paid, and the drafter was asked 22 times.
+# Catch-ups are priced in the target's plain steps as the plain run just before measured them, not in seconds: a read
+# of 2 s was about four times the whole plain answer where a step took 5 ms, charged in instalments of 9 steps a
+# drafting cycle (``CatchUpDebt``: one cycle for every two tokens left), and a draft of 8 tokens nearly paid them; where
+# the steps took 8 ms (a CI machine on a slow day) it paid, and the drafter was asked 22 times. Steps measured when the
+# module started would drift with a minute that runs slower.
 DEAR_STEPS = 40  # an expensive catch-up after the prompt's
 
 
@@ -44,6 +45,7 @@ class DearCatchUp(OracleDrafter):
     def __init__(self, future: bytes, prompt_s: float, cycle_s: float = 0.0) -> None:
         super().__init__(future)
         self.prompt_s, self.cycle_s = prompt_s, cycle_s
+        self.step = 0.0  # the plain step its costs were priced in
         self.read_prompt = False
         self.proposals = 0
 
@@ -101,10 +103,13 @@ def run(target: LlamaTarget, profile: VerifyProfile, prompt_steps: float,
     """The drafter and the gate after one generation whose prompt read costs ``prompt_steps`` plain steps and every
     later catch-up ``cycle_steps``."""
     request = GenerationRequest(target.tokenizer.tokenize(PROMPT, add_special=True), BUDGET)
+    start = time.perf_counter()
     plain = run_plain(target, request)
-    step = profile.spans[1]
-    drafter = DearCatchUp(target.tokenizer.detokenize(plain.tokens), prompt_steps * step, cycle_steps * step)
+    now = (time.perf_counter() - start) / len(plain.tokens)  # a plain step as the machine takes it this minute
+    drafter = DearCatchUp(target.tokenizer.detokenize(plain.tokens), prompt_steps * now, cycle_steps * now)
+    drafter.step = now
     # What the load-time check sees: a free drafter, which could pay on any profile.
+    step = profile.spans[1]
     assert could_pay_on(profile, (measure_source(drafter, "model")[0] or 0.0) / step, DRAFT_MAX)
     drafter.proposals = 0
     gate = ConvincedGate(profile)
@@ -131,7 +136,7 @@ def test_a_drafter_whose_every_catch_up_is_dear_stops_being_asked(target: LlamaT
     gaps = [b - a for a, b in pairwise(asks)]
     ramp = next((i for i, gap in enumerate(gaps) if gap >= FIRST_PROBE_AFTER), len(gaps)) + 1
     assert 2 <= ramp <= 5, (asks, gate.cycles)  # the cheap first draft, and at most four dear ones
-    dear = DEAR_STEPS * profile.spans[1]
+    dear = DEAR_STEPS * drafter.step
     assert all(gate.cycles[i][1] >= dear for i in asks[1:]), gate.cycles  # every later catch-up was paid for
     probe_gaps = gaps[ramp - 1:]
     assert all(later >= 2 * earlier for earlier, later in pairwise(probe_gaps)), asks

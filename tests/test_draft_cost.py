@@ -61,7 +61,8 @@ def test_a_source_is_timed_per_drafted_token_after_a_commit_and_per_read() -> No
     per_token, read = measure_source(model, "model")
     assert per_token == pytest.approx(0.02, abs=0.015)
     assert model.proposals > 1  # the fastest of several
-    assert read == pytest.approx(0.0002 * len(READ_SAMPLE), abs=0.015)
+    slept = 0.0002 * len(READ_SAMPLE)  # one read, timed once: a busy machine may wake it late, never early
+    assert read is not None and slept <= read < slept + 0.5
 
 
 def test_the_read_measured_at_load_is_what_triggers_charge_before_their_first_read() -> None:
@@ -69,7 +70,8 @@ def test_the_read_measured_at_load_is_what_triggers_charge_before_their_first_re
     memory = PolicyMemory.measure(guard, GPU, 64)
     model = next(c for c in memory.costs if c.source == "model")
     assert model.read_bytes == len(READ_SAMPLE) and model.read_seconds is not None
-    assert memory.learning.reading.cost(2000) == pytest.approx(2000 * 0.0002, rel=0.5)
+    slept = 2000 * 0.0002  # fitted from one read of the sample, which a busy machine may wake late, never early
+    assert slept * 0.95 <= memory.learning.reading.cost(2000) < slept * 4
     assert PolicyMemory(GPU, guard.sources).learning.reading.cost(2000) == 0.0  # unmeasured: learned in use
     guard.close()
 

@@ -458,7 +458,8 @@ def test_the_loops_own_time_leaves_out_the_models_and_the_consumer(target: Llama
             held += 0.05
     drafter.close()
     assert held >= 0.5 and 0 < s.loop_median_seconds <= s.loop_seconds
-    assert s.loop_seconds < held / 2, (s.loop_seconds, held)
+    # Counted in, the 50 ms would be in most cycles; the median stands whatever one stall of the machine adds.
+    assert s.loop_median_seconds < 0.025, (s.loop_median_seconds, held)
     assert s.loop_seconds < s.generation_seconds - held
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ds4spec.bench.peer_runs import run_peer_groups
 from ds4spec.bench.peers import BenchTask, PeerSetup
 from ds4spec.bench.peers.base import TargetVocab
@@ -19,6 +21,7 @@ from ds4spec.bench.systems import system_rows
 MODES = ("plain", "ngram-simple", "ngram-mod", "ngram-map-k", "draft-simple")
 
 
+@pytest.mark.timeout(2400)  # a cold build of llama-server on 2 cores, then the runs
 def test_every_default_mode_answers_one_request_per_workload(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
     """The same file, greedy, through the server's raw completion and its chat endpoint (the model's own template):
     the prompt has ds4spec's token count on both, and plain output is ds4spec plain's token for token. draft-simple
