@@ -38,14 +38,15 @@ DEAR_STEPS = 40  # an expensive catch-up after the prompt's
 
 
 class DearCatchUp(OracleDrafter):
-    """Knows the target's future text; reading the prompt costs ``prompt_s``, every later catch-up ``cycle_s``."""
+    """Knows the target's future text; priced in plain steps of ``step`` seconds, reading the prompt costs
+    ``prompt_steps`` of them, every later catch-up ``cycle_steps``."""
 
     name = "dear-catch-up"
 
-    def __init__(self, future: bytes, prompt_s: float, cycle_s: float = 0.0) -> None:
+    def __init__(self, future: bytes, step: float, prompt_steps: float, cycle_steps: float = 0.0) -> None:
         super().__init__(future)
-        self.prompt_s, self.cycle_s = prompt_s, cycle_s
-        self.step = 0.0  # the plain step its costs were priced in
+        self.step = step
+        self.prompt_s, self.cycle_s = prompt_steps * step, cycle_steps * step
         self.read_prompt = False
         self.proposals = 0
 
@@ -103,11 +104,9 @@ def run(target: LlamaTarget, profile: VerifyProfile, prompt_steps: float,
     """The drafter and the gate after one generation whose prompt read costs ``prompt_steps`` plain steps and every
     later catch-up ``cycle_steps``."""
     request = GenerationRequest(target.tokenizer.tokenize(PROMPT, add_special=True), BUDGET)
-    start = time.perf_counter()
     plain = run_plain(target, request)
-    now = (time.perf_counter() - start) / len(plain.tokens)  # a plain step as the machine takes it this minute
-    drafter = DearCatchUp(target.tokenizer.detokenize(plain.tokens), prompt_steps * now, cycle_steps * now)
-    drafter.step = now
+    now = plain.stats.generation_seconds / plain.stats.committed_tokens  # a plain step as taken this minute
+    drafter = DearCatchUp(target.tokenizer.detokenize(plain.tokens), now, prompt_steps, cycle_steps)
     # What the load-time check sees: a free drafter, which could pay on any profile.
     step = profile.spans[1]
     assert could_pay_on(profile, (measure_source(drafter, "model")[0] or 0.0) / step, DRAFT_MAX)
