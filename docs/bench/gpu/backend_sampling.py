@@ -1,7 +1,8 @@
 """Measuring aid (not part of the product): a verify pass whose rows are copied to the host and their argmax taken in
 numpy, as ds4spec verifies today, against the same pass with llama.cpp's backend greedy sampler choosing each row's
-token inside the graph (no logits copied back). Both contexts read the same prompt; spans of 1, 4, 8 and 16 tokens
-are timed in turn, and the chosen tokens must agree. Usage, from the repository root (on the device:
+token inside the graph (no logits copied back). Both contexts read the same prompt; spans of 1, 4, 8, 16, 32 and 48
+tokens (an edit's copies verify 20 to 47 on an H200) are timed in turn, and the chosen tokens must agree. Usage,
+from the repository root (on the device:
 `bash docs/bench/gpu/device-steps.sh py docs/bench/gpu/backend_sampling.py MODEL.gguf [REPS]`):
     python docs/bench/gpu/backend_sampling.py $(ds4spec models path qwen2.5-coder-1.5b) 20
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama, llama_cpp
 
-SPANS = (1, 4, 8, 16)
+SPANS = (1, 4, 8, 16, 32, 48)
 PROMPT = list(range(1000, 1100))
 
 

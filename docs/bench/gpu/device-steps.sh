@@ -7,7 +7,18 @@
 # What travels (run 40): .x/a00 .. a23, the target and SmolLM2 joined and cut by `split -b 50M -d -a 2`, one piece a
 # call; .x/libs.tar, llama.cpp's CUDA build (site/llama_cpp/lib/*.so*, bin/llama-server; xz, 30 MB); .x/site2.tar,
 # the pure-Python packages that machine lacks and llama_cpp's Python files and dist-info from the CPU wheel. Run 43:
-# b00 .. b25, cut at 45M (a 50 MiB piece and the repository came to more than a call's 64 MiB).
+# b00 .. b25, cut at 45M (a 50 MiB piece and the repository came to more than a call's 64 MiB). Run 55: b00 .. b27,
+# cut at 42M (the repository had grown to 20 MiB); q00 .. q11 the 0.5B drafter alone, for backend_sampling.py.
+# The build (run 55, 39 minutes on 2 cores at nice 19), in the llama-cpp-python 0.3.36 sdist's vendor/llama.cpp, with
+# $CUBLAS the cuBLAS that scripts/setup.sh unpacks from PyPI (cublas_prefix):
+#   cmake -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
+#     -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF \
+#     -DGGML_CUDA_NO_VMM=ON -DCUDA_cublas_LIBRARY=$CUBLAS/lib/libcublas.so \
+#     -DCUDA_cublasLt_LIBRARY=$CUBLAS/lib/libcublasLt.so -DCMAKE_CUDA_FLAGS=-I$CUBLAS/include \
+#     -DCMAKE_CXX_FLAGS=-I$CUBLAS/include -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+#     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
+#   cmake --build build -j2 --target llama-server mtmd
+# then build/bin/*.so* (stripped) into site/llama_cpp/lib and build/bin/llama-server into bin, tar | xz: 28 MiB.
 set -u
 S=/tmp/s; P=/tmp/p; H=/tmp/h; KEY=gpu-cuda90
 mkdir -p $S $P $H/models
