@@ -19,6 +19,7 @@
 #     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
 #   cmake --build build -j2 --target llama-server mtmd
 # then build/bin/*.so* (stripped) into site/llama_cpp/lib and build/bin/llama-server into bin, tar | xz: 28 MiB.
+# Untracked files travel too: a megabyte of new records left beside the repository made a 42M piece's call too large.
 set -u
 S=/tmp/s; P=/tmp/p; H=/tmp/h; KEY=gpu-cuda90
 mkdir -p $S $P $H/models
