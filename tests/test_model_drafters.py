@@ -9,6 +9,7 @@ import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from tinymodel import TRAINING_TEXT, build_tiny_gguf
@@ -40,16 +41,18 @@ def tiny_torch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def make(tiny_models: dict[str, Path], tiny_torch_dir: Path) -> Iterator[Factory]:
-    """``make(kind, **options)``: a drafter on a tiny model, closed after the test."""
+    """``make(kind, **options)``: a drafter on a tiny model, closed after the test. Unhealed unless asked: most
+    tests here specify the model's greedy continuation of exactly the committed tokens."""
     opened: list[ModelDrafter] = []
 
-    def factory(kind: str, p_min: float = 0.0, **options: object) -> ModelDrafter:
+    def factory(kind: str, p_min: float = 0.0, heal: bool = False, **options: object) -> ModelDrafter:
         backend, model = kind.split("-")
         if backend == "llama":
-            drafter: ModelDrafter = LlamaDrafter(tiny_models[model], p_min=p_min, n_threads=1, **options)
+            drafter: ModelDrafter = LlamaDrafter(tiny_models[model], p_min=p_min, n_threads=1, heal=heal,
+                                                 **options)
         else:
             source = tiny_torch_dir if model == "dir" else tiny_models["bpe"]
-            drafter = TorchDrafter(source, device="cpu", p_min=p_min, n_threads=1, **options)
+            drafter = TorchDrafter(source, device="cpu", p_min=p_min, n_threads=1, heal=heal, **options)
         opened.append(drafter)
         return drafter
 
@@ -283,3 +286,85 @@ def test_draft_threads_follow_where_the_drafter_runs(
             guard.close()
     finally:
         torch.set_num_threads(before)
+
+
+def _next_logits(drafter: ModelDrafter, reference: LlamaTarget | None, tokens: list[int]) -> np.ndarray:
+    """The logits after ``tokens``, by the drafter model's own library, from an empty context."""
+    if reference is not None:
+        reference.reset()
+        return reference.eval_prompt(tokens)
+    assert isinstance(drafter, TorchDrafter)
+    with torch.inference_mode():
+        return drafter.model(input_ids=torch.tensor([tokens])).logits[0, -1].float().numpy()
+
+
+def _healed_reference(drafter: ModelDrafter, reference: LlamaTarget | None, tokens: list[int], n: int) -> bytes:
+    """Token healing spelled out: the last token chosen again among the tokens its bytes begin, by the logits
+    before it; then greedy. The draft is what comes after the committed bytes, ``n`` tokens of the model's, the
+    chosen one among them where it is not the committed one."""
+    last = drafter._piece(tokens[-1])
+    candidates = [t for t in range(drafter.n_vocab) if drafter._piece(t).startswith(last) and not drafter._is_stop(t)]
+    logits = _next_logits(drafter, reference, tokens[:-1])
+    chosen = max(candidates, key=lambda t: logits[t])
+    context, out = [*tokens[:-1], chosen], drafter._piece(chosen)[len(last) :]
+    for _ in range(n - (chosen != tokens[-1])):
+        token = int(np.argmax(_next_logits(drafter, reference, context)))
+        if drafter._is_stop(token):
+            break
+        context.append(token)
+        out += drafter._piece(token)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["llama-bpe", "llama-spm", "torch-dir"])
+def test_a_healed_draft_chooses_the_last_token_again_from_the_logits_before_it(make: Factory, kind: str) -> None:
+    drafter = make(kind, heal=True)
+    unhealed = make(kind)
+    reference = None
+    if isinstance(drafter, LlamaDrafter):
+        reference = LlamaTarget(drafter.model.path, TargetOptions(n_ctx=512, n_threads=1))
+    changed = 0
+    for cut in range(40, 160, 3):  # texts ending in words, inside words, in newlines and indentation
+        text = TEXT[:cut]
+        if text.decode(errors="ignore").encode() != text:
+            continue  # ends inside a character: nothing is healed
+        drafter.begin(DraftContext(text=text))
+        unhealed.begin(DraftContext(text=text))
+        healed, plain = drafter.propose(3), unhealed.propose(3)
+        assert drafter.tokens == unhealed.tokens  # healing never changes what the drafter holds as committed
+        expected = _healed_reference(drafter, reference, drafter.tokens, 3)
+        assert healed.text == expected, (text, healed.text, expected)
+        changed += healed.text != plain.text
+    if reference is not None:
+        reference.close()
+    assert changed >= 2, "some cut must end in a token the model would not have ended it with"
+
+
+@pytest.mark.parametrize("kind", ["llama-bpe", "llama-spm", "torch-dir"])
+def test_healing_adds_no_forward_pass(make: Factory, kind: str) -> None:
+    """As the loop drives it: a draft, part of it committed, then the target's own bytes. Healed or not, one pass
+    catches up and one a drafted token; healing only chooses the first token again."""
+    passes: dict[bool, int] = {}
+    drafts: dict[bool, list[bytes]] = {}
+    for heal in (False, True):
+        drafter = make(kind, heal=heal)
+        forward = drafter._forward
+        calls = [0]
+
+        def counted(tokens: list[int], rows: int, forward: Callable[..., np.ndarray] = forward,
+                    calls: list[int] = calls) -> np.ndarray:
+            calls[0] += 1
+            return forward(tokens, rows)
+
+        drafter._forward = counted  # type: ignore[method-assign]
+        rng = random.Random(7)
+        drafter.begin(DraftContext(text=TEXT[:30]))
+        pos, drafts[heal] = 30, []
+        while pos < len(TEXT) - 8:
+            drafts[heal].append(drafter.propose(3).text)
+            step = rng.choice([1, 2, 3, 5, 8])
+            drafter.extend(TEXT[pos : pos + step])
+            pos += step
+        passes[heal] = calls[0]
+    assert drafts[True] != drafts[False]
+    assert passes[True] <= passes[False]

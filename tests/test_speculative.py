@@ -107,6 +107,7 @@ def _drafters(target: LlamaTarget, tiny_models: dict[str, Path], future: bytes) 
         "oracle": OracleDrafter(future),
         "lookup": LookupDrafter(),
         "llama-other-tokenizer": LlamaDrafter(other, n_ctx=1024, p_min=0.0),
+        "llama-other-tokenizer-unhealed": LlamaDrafter(other, n_ctx=1024, p_min=0.0, heal=False),
         "hybrid": HybridDrafter(LookupDrafter(), LlamaDrafter(other, n_ctx=1024, p_min=0.0)),
     }
 

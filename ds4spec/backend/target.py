@@ -149,20 +149,32 @@ class LlamaTarget:
     def read_prompt(self, tokens: Sequence[int], cancelled: Callable[[], bool]) -> np.ndarray | None:
         """``eval_prompt`` that asks ``cancelled`` before each chunk, so that a long prompt stops within one
         chunk: the answer is then None, and the chunks read so far stay in the context."""
+        rows = self._read(tokens, 1, cancelled)
+        return None if rows is None else rows[-1]
+
+    def eval_tail(self, tokens: Sequence[int], rows: int) -> np.ndarray:
+        """``eval_prompt`` that returns the logits after each of the last ``rows`` tokens (fewer where the last
+        chunk of ``n_batch`` holds fewer): a model drafter reads the row before the last token for free."""
+        out = self._read(tokens, rows, _never)
+        assert out is not None
+        return out
+
+    def _read(self, tokens: Sequence[int], rows: int, cancelled: Callable[[], bool]) -> np.ndarray | None:
         if not tokens:
             raise ValueError("eval_prompt needs at least one token")
-        last = np.empty(0, dtype=np.float32)
+        out = np.empty(0, dtype=np.float32)
         for start in range(0, len(tokens), self.n_batch):
             if cancelled():
                 return None
             chunk = tokens[start : start + self.n_batch]
-            last = self._decode(chunk, want_all=False)[-1]
-        return last
+            last = start + self.n_batch >= len(tokens)
+            out = self._decode(chunk, rows=min(rows, len(chunk)) if last else 1)
+        return out
 
     def eval_span(self, tokens: Sequence[int]) -> np.ndarray:
         """One forward pass over ``tokens`` (at most ``n_batch``); returns a (len(tokens), n_vocab) array."""
         self._check_span(tokens)
-        return self._decode(tokens, want_all=True)
+        return self._decode(tokens, rows=len(tokens))
 
     def eval_span_view(self, tokens: Sequence[int]) -> np.ndarray:
         """``eval_span``'s pass, its rows a read-only view of llama.cpp's output buffer: valid until the next pass
@@ -175,7 +187,7 @@ class LlamaTarget:
         """Starts ``eval_span_view``'s pass; ``span_rows`` gives its rows. The context holds ``tokens`` from here on."""
         self._check_span(tokens)
         start = time.perf_counter()
-        self._run(tokens, want_all=True)
+        self._run(tokens, rows=len(tokens))
         self._launched = (len(tokens), time.perf_counter() - start)
 
     def span_rows(self) -> np.ndarray:
@@ -250,16 +262,16 @@ class LlamaTarget:
 
     # -- decoding ---------------------------------------------------------------------------------------
 
-    def _decode(self, tokens: Sequence[int], *, want_all: bool) -> np.ndarray:
-        self._run(tokens, want_all=want_all)
-        rows = range(len(tokens)) if want_all else [len(tokens) - 1]
-        out = np.empty((len(rows), self.n_vocab), dtype=np.float32)
-        for r, i in enumerate(rows):
+    def _decode(self, tokens: Sequence[int], *, rows: int) -> np.ndarray:
+        """One pass; the logits after each of the last ``rows`` tokens, copied out."""
+        self._run(tokens, rows=rows)
+        out = np.empty((rows, self.n_vocab), dtype=np.float32)
+        for r, i in enumerate(range(len(tokens) - rows, len(tokens))):
             ptr = llama_cpp.llama_get_logits_ith(self._ctx, i)
             out[r] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
         return out
 
-    def _run(self, tokens: Sequence[int], *, want_all: bool) -> None:
+    def _run(self, tokens: Sequence[int], *, rows: int) -> None:
         if self.n_past + len(tokens) > self.n_ctx:
             raise ContextFullError(
                 f"{self.n_past + len(tokens)} tokens do not fit in the context of {self.n_ctx} tokens"
@@ -272,7 +284,7 @@ class LlamaTarget:
             batch.pos[i] = start + i
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
-            batch.logits[i] = want_all or i == len(tokens) - 1
+            batch.logits[i] = i >= len(tokens) - rows
         batch.n_tokens = len(tokens)
         rc = llama_cpp.llama_decode(self._ctx, batch)
         if rc != 0:

@@ -18,12 +18,6 @@ from ds4spec.core.drafting import DraftContext
 from ds4spec.drafters.model import ModelDrafter
 
 
-def top_probability(logits: np.ndarray) -> tuple[int, float]:
-    """The argmax of ``logits`` and its softmax probability, without materialising the softmax."""
-    top = int(np.argmax(logits))
-    return top, float(1.0 / np.exp(logits.astype(np.float64) - float(logits[top])).sum())
-
-
 class LlamaDrafter(ModelDrafter):
     """Greedy drafts from a small GGUF model (the default is SmolLM2-135M-Instruct).
 
@@ -35,7 +29,7 @@ class LlamaDrafter(ModelDrafter):
 
     def __init__(self, path_or_target: Path | str | LlamaTarget, *, n_ctx: int = 4096, p_min: float = 0.3,
                  n_threads: int | None = None, n_gpu_layers: int | None = None, name: str | None = None,
-                 lookback: int = 8) -> None:
+                 lookback: int = 8, heal: bool = True) -> None:
         if isinstance(path_or_target, LlamaTarget):
             self._model, self._owned = path_or_target, False
         else:
@@ -44,7 +38,7 @@ class LlamaDrafter(ModelDrafter):
         self._tok = self._model.tokenizer
         self.name = name or f"llama:{self._model.name}"
         self._stop = lru_cache(maxsize=None)(self._stop_uncached)
-        super().__init__(p_min=p_min, lookback=lookback)
+        super().__init__(p_min=p_min, lookback=lookback, heal=heal)
 
     @property
     def model(self) -> LlamaTarget:
@@ -53,6 +47,10 @@ class LlamaDrafter(ModelDrafter):
     @property
     def n_ctx(self) -> int:
         return self._model.n_ctx
+
+    @property
+    def n_vocab(self) -> int:
+        return self._model.n_vocab
 
     def _prompt(self, context: DraftContext) -> tuple[list[int], bytes]:
         tok = self._tok
@@ -85,8 +83,8 @@ class LlamaDrafter(ModelDrafter):
     def _truncate(self, n: int) -> None:
         self._model.rollback(n)
 
-    def _forward(self, tokens: list[int]) -> tuple[int, float]:
-        return top_probability(self._model.eval_prompt(tokens))
+    def _forward(self, tokens: list[int], rows: int) -> np.ndarray:
+        return self._model.eval_tail(tokens, rows)
 
     def close(self) -> None:
         if self._owned:

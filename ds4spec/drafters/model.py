@@ -15,7 +15,10 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough
+from ds4spec.drafters.healing import PrefixIndex, healed_choice
 
 
 @dataclass
@@ -126,6 +129,13 @@ class TokenSync:
 
 _CONTINUATION_BYTES = frozenset(bytes([b]) for b in range(0x80, 0xC0))
 _KEPT_PREDICTIONS = 64
+_KEPT_ROWS = 16  # a draft's positions: the row before the token the target corrects is among them
+
+
+def top_probability(logits: np.ndarray) -> tuple[int, float]:
+    """The argmax of ``logits`` and its softmax probability, without materialising the softmax."""
+    top = int(np.argmax(logits))
+    return top, float(1.0 / np.exp(logits.astype(np.float64) - float(logits[top])).sum())
 
 
 class ModelDrafter(Drafter):
@@ -134,11 +144,16 @@ class ModelDrafter(Drafter):
     ``p_min``: drafting stops before a token whose probability is below ``p_min``, except the first token,
     which is always proposed (with its probability in ``Draft.confidences``): whether to draft at all is the
     engine's policy, and it needs the drafter's confidence to decide. End-of-generation and other special
-    tokens end a draft and are never part of it.
+    tokens end a draft and are never part of it. ``heal``: a draft starts by choosing the committed text's last
+    token again (``ds4spec.drafters.healing``), at no extra forward pass; off, a draft is the model's greedy
+    continuation of exactly the committed tokens.
     """
 
-    def __init__(self, *, p_min: float, lookback: int = 8) -> None:
+    def __init__(self, *, p_min: float, lookback: int = 8, heal: bool = True) -> None:
         self.p_min = p_min
+        self.heal = heal
+        self._index: PrefixIndex | None = None
+        self._rows: dict[int, np.ndarray] = {}  # cache length -> the logits after it (recent positions only)
         self.stats = SyncStats()
         self._sync = TokenSync(self._tokenize_text, self._piece, lookback=lookback, stats=self.stats)
         self._valid = 0  # the cache holds sync.tokens[:_valid] for sure; beyond that it must be compared
@@ -173,12 +188,17 @@ class ModelDrafter(Drafter):
     def _truncate(self, n: int) -> None: ...  # forgets cache positions from ``n`` on
 
     @abstractmethod
-    def _forward(self, tokens: list[int]) -> tuple[int, float]:
-        """Evaluates ``tokens`` after the cache; returns the greedy next token and its probability."""
+    def _forward(self, tokens: list[int], rows: int) -> np.ndarray:
+        """Evaluates ``tokens`` after the cache in one pass; returns the logits after each of the last ``rows``
+        (``rows`` <= ``len(tokens)``; fewer only where the backend cannot give them)."""
 
     @property
     @abstractmethod
     def n_ctx(self) -> int | None: ...  # the longest context the drafter drafts in; None: no limit
+
+    @property
+    @abstractmethod
+    def n_vocab(self) -> int: ...
 
     # -- the Drafter contract ----------------------------------------------------------------------------
 
@@ -192,6 +212,8 @@ class ModelDrafter(Drafter):
         return self._sync.pending
 
     def begin(self, context: DraftContext) -> None:
+        if self.heal and self._index is None:  # built once, before any timed drafting
+            self._index = PrefixIndex(self.n_vocab, self._piece, self._is_stop)
         head, text = self._prompt(context)
         self._sync.reset(head, at_text_start=context.text is not None)
         self._sync.extend(text)
@@ -218,14 +240,17 @@ class ModelDrafter(Drafter):
             max_tokens = min(max_tokens, self.n_ctx - len(tokens) - 1)
         if not self._started or max_tokens <= 0 or not tokens:
             return NO_DRAFT
-        top, prob = self._catch_up(tokens)
+        healed = self._healed(tokens)
+        top, prob = healed or self._catch_up(tokens)
+        written = len(self._piece(tokens[-1])) if healed else 0  # the healed token's bytes already committed
         out: list[int] = []
         confidences: list[float] = []
         text = b""
         while not self._is_stop(top) and (prob >= self.p_min or not out):
             out.append(top)
             confidences.append(prob)
-            text += self._piece(top)
+            text += self._piece(top)[written:]
+            written = 0
             if len(out) >= max_tokens or self._hopeless(text):
                 break
             # Each forward pass costs what the whole alignment does many times over: stop as soon as it is enough.
@@ -253,36 +278,74 @@ class ModelDrafter(Drafter):
 
     # -- the cache ---------------------------------------------------------------------------------------
 
-    def _catch_up(self, tokens: list[int]) -> tuple[int, float]:
-        """Makes the cache hold exactly ``tokens``; returns the prediction after the last one.
+    def _healed(self, tokens: list[int]) -> tuple[int, float] | None:
+        """The committed text's last token chosen again (see ``heal``), where another one wins: the cache then
+        holds ``tokens[:-1]`` and the answer is the chosen token and its probability among the candidates.
 
-        Compares the cache with ``tokens`` only from ``_valid`` on (the tail that ``extend`` changed, plus
-        draft tokens): the cost does not depend on the length of the context.
+        The row before the last token is most often at hand: the last draft's positions, where the target
+        corrected it. Otherwise the catch-up's one pass returns it beside the last token's, so healing never adds
+        a pass; it only drops the last token's evaluation when another token wins.
         """
+        n = len(tokens)
+        if self._index is None or not self.heal or self._sync.pending or n - 1 < max(1, self._sync.fixed):
+            return None
+        candidates = self._index.starting_with(self._piece(tokens[-1]))
+        if len(candidates) < 2:
+            return None
+        if self._held_prefix(tokens) < n - 1 or (n - 1) not in self._rows:
+            self._catch_up(tokens, rows=2)
+        row = self._rows.get(n - 1)
+        if row is None:  # the catch-up's last chunk held one token
+            return None
+        top, prob = healed_choice(row, candidates)
+        if top == tokens[-1]:
+            return None
+        self._truncate_cache(min(self._cache_len(), n - 1))
+        self._valid = n - 1
+        return top, prob
+
+    def _held_prefix(self, tokens: list[int]) -> int:
+        """How many of ``tokens`` the cache holds: compared only from ``_valid`` on (the tail that ``extend``
+        changed, plus draft tokens), so that the cost does not depend on the length of the context."""
         same = self._valid
         for held in self._cache_tail(self._valid):
             if same == len(tokens) or held != tokens[same]:
                 break
             same += 1
         self.stats.reused_tokens += same - self._valid
-        if same == len(tokens) and same in self._predictions:
+        self._valid = same
+        return same
+
+    def _catch_up(self, tokens: list[int], rows: int = 1) -> tuple[int, float]:
+        """Makes the cache hold exactly ``tokens``; returns the prediction after the last one (and keeps the
+        logits after each of the last ``rows``)."""
+        same = self._held_prefix(tokens)
+        if same == len(tokens) and same in self._predictions and rows == 1:
             self._truncate_cache(same)
         else:
-            same = min(same, len(tokens) - 1)  # evaluate at least one token, to get its prediction
+            same = min(same, len(tokens) - rows)  # evaluate enough tokens for the rows asked for
             self._truncate_cache(same)
             self._valid = same
             self.stats.evaluated_tokens += len(tokens) - same
-            self._eval(tokens[same:])
+            self._eval(tokens[same:], rows)
         self._valid = len(tokens)
         return self._predictions[len(tokens)]
 
     def _truncate_cache(self, n: int) -> None:
         self._truncate(n)
         self._predictions = {k: v for k, v in self._predictions.items() if k <= n}
+        self._rows = {k: v for k, v in self._rows.items() if k <= n}
 
-    def _eval(self, tokens: list[int]) -> tuple[int, float]:
-        prediction = self._forward(tokens)
-        self._predictions[self._cache_len()] = prediction
+    def _eval(self, tokens: list[int], rows: int = 1) -> tuple[int, float]:
+        logits = self._forward(tokens, min(rows, len(tokens)) if self.heal else 1)
+        n = self._cache_len()
+        if self.heal:
+            for i, row in enumerate(logits, start=n - len(logits) + 1):
+                self._rows[i] = row
+            for k in sorted(self._rows)[:-_KEPT_ROWS]:
+                del self._rows[k]
+        prediction = top_probability(logits[-1])
+        self._predictions[n] = prediction
         if len(self._predictions) > _KEPT_PREDICTIONS:  # only recent ones are ever asked for again
             del self._predictions[min(self._predictions)]
         return prediction

@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from ds4spec.backend.runtime import default_threads
@@ -61,7 +62,7 @@ class TorchDrafter(ModelDrafter):
     def __init__(self, model_dir_or_gguf: Path | str, *, gguf_file: str | None = None,
                  device: str | torch.device | None = None, p_min: float = 0.3, dtype: torch.dtype | None = None,
                  n_threads: int | None = None, n_ctx: int | None = None, name: str | None = None,
-                 lookback: int = 8) -> None:
+                 lookback: int = 8, heal: bool = True) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
         source = Path(model_dir_or_gguf)
@@ -87,11 +88,15 @@ class TorchDrafter(ModelDrafter):
         self._byte_level = decoder is not None and '"ByteLevel"' in decoder.__getstate__().decode()
         self._bytes_of = _byte_level_decoder() if self._byte_level else {}
         self._piece_cached = lru_cache(maxsize=None)(self._piece_uncached)
-        super().__init__(p_min=p_min, lookback=lookback)
+        super().__init__(p_min=p_min, lookback=lookback, heal=heal)
 
     @property
     def n_ctx(self) -> int | None:
         return self._n_ctx
+
+    @property
+    def n_vocab(self) -> int:  # the tokenizer's ids that the model's logits cover (a vocabulary may be padded)
+        return min(len(self.tokenizer), int(self.model.config.vocab_size))
 
     def _special_ids(self) -> frozenset[int]:
         tok = self.tokenizer
@@ -169,19 +174,17 @@ class TorchDrafter(ModelDrafter):
             self._cache.crop(-drop)  # transformers 5: a negative count of tokens to remove
         del self._held[n:]
 
-    def _forward(self, tokens: list[int]) -> tuple[int, float]:
+    def _forward(self, tokens: list[int], rows: int) -> np.ndarray:
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         try:
             with torch.inference_mode():
                 logits = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True,
-                                    logits_to_keep=1).logits[0, -1].float()
-                probs = torch.softmax(logits, dim=-1)
-                prob, top = torch.max(probs, dim=-1)
+                                    logits_to_keep=rows).logits[0].float()
         except BaseException:
             self._resync()
             raise
         self._held += tokens
-        return int(top), float(prob)
+        return logits.cpu().numpy()
 
     def _resync(self) -> None:
         """After a failed forward pass, drops whatever the cache took beyond our record of it."""
