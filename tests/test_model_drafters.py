@@ -342,9 +342,9 @@ def test_a_healed_draft_chooses_the_last_token_again_from_the_logits_before_it(m
 
 @pytest.mark.parametrize("kind", ["llama-bpe", "llama-spm", "torch-dir"])
 def test_healing_adds_no_forward_pass(make: Factory, kind: str) -> None:
-    """As the loop drives it: a draft, part of it committed, then the target's own bytes. Healed or not, one pass
-    catches up and one a drafted token; healing only chooses the first token again."""
-    passes: dict[bool, int] = {}
+    """As the loop drives it: a draft, part of it committed, then the target's own bytes. Healed or not, a cycle
+    takes one pass to catch up and one for each drafted token after the first (and one that shows a draft its
+    end), at most: the row before the last token comes from the last draft's passes or the catch-up's own."""
     drafts: dict[bool, list[bytes]] = {}
     for heal in (False, True):
         drafter = make(kind, heal=heal)
@@ -361,10 +361,14 @@ def test_healing_adds_no_forward_pass(make: Factory, kind: str) -> None:
         drafter.begin(DraftContext(text=TEXT[:30]))
         pos, drafts[heal] = 30, []
         while pos < len(TEXT) - 8:
-            drafts[heal].append(drafter.propose(3).text)
+            before = calls[0]
+            if pos % 2:
+                drafter.prepare()  # as a guard that times the catch-up apart from the draft calls it
+            draft = drafter.propose(3)
+            stopped = draft.drafter_tokens < 3  # the pass that showed an end-of-generation token next
+            assert calls[0] - before <= max(1, draft.drafter_tokens + stopped), (heal, pos)
+            drafts[heal].append(draft.text)
             step = rng.choice([1, 2, 3, 5, 8])
             drafter.extend(TEXT[pos : pos + step])
             pos += step
-        passes[heal] = calls[0]
-    assert drafts[True] != drafts[False]
-    assert passes[True] <= passes[False]
+    assert sum(a != b for a, b in zip(drafts[True], drafts[False], strict=True)) >= 5

@@ -226,7 +226,7 @@ class ModelDrafter(Drafter):
     def prepare(self, source: str = "any") -> None:
         tokens = self._sync.tokens
         if self._started and tokens and (self.n_ctx is None or len(tokens) < self.n_ctx):
-            self._catch_up(tokens)
+            self._catch_up(tokens, rows=2 if self.heal else 1)  # the row before the last token, for healing
 
     def propose(self, max_tokens: int) -> Draft:
         return self._draft(max_tokens, None)
@@ -320,6 +320,9 @@ class ModelDrafter(Drafter):
         """Makes the cache hold exactly ``tokens``; returns the prediction after the last one (and keeps the
         logits after each of the last ``rows``)."""
         same = self._held_prefix(tokens)
+        rows = min(rows, len(tokens))
+        if rows == 2 and same >= len(tokens) - 1 and len(tokens) - 1 in self._rows:
+            rows = 1  # the row before the last token is at hand: the last draft's, or the last catch-up's
         if same == len(tokens) and same in self._predictions and rows == 1:
             self._truncate_cache(same)
         else:
