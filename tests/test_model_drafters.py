@@ -299,11 +299,13 @@ def _next_logits(drafter: ModelDrafter, reference: LlamaTarget | None, tokens: l
 
 
 def _healed_reference(drafter: ModelDrafter, reference: LlamaTarget | None, tokens: list[int], n: int) -> bytes:
-    """Token healing spelled out: the last token chosen again among the tokens its bytes begin, by the logits
-    before it; then greedy. The draft is what comes after the committed bytes, ``n`` tokens of the model's, the
-    chosen one among them where it is not the committed one."""
+    """Token healing spelled out: the last token chosen again among the tokens its bytes begin (unless it ends in
+    a space or a tab), by the logits before it; then greedy. The draft is what comes after the committed bytes,
+    ``n`` tokens of the model's, the chosen one among them where it is not the committed one."""
     last = drafter._piece(tokens[-1])
     candidates = [t for t in range(drafter.n_vocab) if drafter._piece(t).startswith(last) and not drafter._is_stop(t)]
+    if last.endswith((b" ", b"\t")):  # spaces are not healed: the target ended them, and the indentation with them
+        candidates = [tokens[-1]]
     logits = _next_logits(drafter, reference, tokens[:-1])
     chosen = max(candidates, key=lambda t: logits[t])
     context, out = [*tokens[:-1], chosen], drafter._piece(chosen)[len(last) :]
