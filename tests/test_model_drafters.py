@@ -374,3 +374,18 @@ def test_healing_adds_no_forward_pass(make: Factory, kind: str) -> None:
             drafter.extend(TEXT[pos : pos + step])
             pos += step
     assert sum(a != b for a, b in zip(drafts[True], drafts[False], strict=True)) >= 5
+
+
+@pytest.mark.parametrize("argv", [["complete"], ["complete", "--no-heal"], ["serve", "--no-heal"]])
+def test_no_heal_reaches_the_model_drafter(argv: list[str], tiny_spm_gguf: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from ds4spec.cli import build_parser
+    from ds4spec.drafters.factory import build_drafter
+    from ds4spec.engine import loading
+    from ds4spec.engine.options import settings_from_args
+
+    monkeypatch.setenv("DS4SPEC_CONFIG", str(tmp_path / "absent.toml"))
+    settings = settings_from_args(build_parser().parse_args([*argv, "--draft", str(tiny_spm_gguf)]))
+    drafter = build_drafter(loading.drafter_spec(settings), loading.locate_model)
+    assert isinstance(drafter, LlamaDrafter) and drafter.heal is ("--no-heal" not in argv)
+    drafter.close()

@@ -30,6 +30,7 @@ class DrafterSpec:
     model: str | None = None
     backend: Backend = "llama"
     p_min: float = 0.3
+    heal: bool = True
     n_ctx: int = 4096
     threads: int | None = 1  # a llama.cpp drafter's CPU threads (see ``engine.loading.drafter_threads``)
     # torch's: it keeps an OpenMP runtime of its own, whose idle threads would spin beside the target's steps
@@ -59,14 +60,15 @@ def _model_drafter(name: str, backend: Backend, spec: DrafterSpec, locate: Locat
     if directory.is_dir():  # a Hugging Face model directory: only transformers reads it
         from ds4spec.drafters.torch_drafter import TorchDrafter
 
-        return TorchDrafter(directory, p_min=spec.p_min, n_threads=spec.torch_threads)
+        return TorchDrafter(directory, p_min=spec.p_min, n_threads=spec.torch_threads, heal=spec.heal)
     # A known model goes by its short manifest name (smollm2-135m), not by the long name inside its GGUF.
     path, known = locate(name)
     if backend == "torch":
         from ds4spec.drafters.torch_drafter import TorchDrafter
 
-        return TorchDrafter(path, p_min=spec.p_min, n_threads=spec.torch_threads, name=known and f"torch:{known}")
+        return TorchDrafter(path, p_min=spec.p_min, n_threads=spec.torch_threads, name=known and f"torch:{known}",
+                            heal=spec.heal)
     from ds4spec.drafters.llama_drafter import LlamaDrafter
 
     return LlamaDrafter(path, n_ctx=spec.n_ctx, p_min=spec.p_min, n_threads=spec.threads,
-                        n_gpu_layers=spec.gpu_layers, name=known and f"llama:{known}")
+                        n_gpu_layers=spec.gpu_layers, name=known and f"llama:{known}", heal=spec.heal)

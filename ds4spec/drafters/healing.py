@@ -2,15 +2,16 @@
 last token.
 
 Why: the committed text ends where the *target's* tokenizer put a boundary, and the drafter's canonical tokens of
-that text end in a token its training rarely saw last. Qwen2.5 writes a newline and its indentation as two tokens
-(``"\\n"``, ``"   "``), SmolLM2's pre-tokenizer as one (``"\\n   "``), so after a committed ``"\\n"`` SmolLM2
-predicts from a context it was never trained on and guesses the next line badly. Healed, the drafter chooses its
-last token again among those that begin with that token's bytes (``"\\n"``, ``"\\n   "``, ``"\\n       "`` ...),
-from the logits before it, and drafts on from its choice; the draft is the chosen token's bytes after the committed
-ones, and what follows. Measured teacher-forced at every token boundary of the default target's greedy answers to
-HumanEval/0 to /19 (SmolLM2 Q8_0 drafting up to 4 of its tokens, as many forward passes either way): 1829 target
-tokens accepted healed against 1640, positions whose first drafted token was accepted 683 against 593. The choice
-changed the token at 126 of 736 positions, nearly all after a newline.
+that text may end in a token its training rarely saw last. Qwen2.5 writes a newline and the next line's indentation
+as two tokens (``"\\n"``, ``"   "``), SmolLM2's pre-tokenizer as one (``"\\n   "``), so after a committed ``"\\n"``
+SmolLM2 predicts from a context it was never trained on: teacher-forced at every token boundary of the default
+target's greedy answers to HumanEval/0 to /19, none of its 82 drafted tokens after a newline was accepted. Healed, the
+drafter chooses its last token again among those that begin with that token's bytes (``"\\n"``, ``"\\n   "``,
+``"\\n       "`` ...), by the logits before it, and drafts on from its choice; the draft is the chosen token's bytes
+after the committed ones, and what follows: 192 of 293 accepted after a newline, 1840 target tokens accepted in all
+against 1640 (SmolLM2 Q8_0 drafting up to 4 of its tokens, as many forward passes either way), prose unchanged (1408
+against 1403 on ten answers). A last token ending in spaces or a tab is left as it is: the target ended that run, so
+it fixes the next line's indentation, which healing would guess again (102 accepted left, 88 healed).
 """
 
 from __future__ import annotations

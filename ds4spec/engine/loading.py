@@ -79,6 +79,7 @@ def drafter_spec(settings: Settings) -> DrafterSpec:
         model=pair.drafter if draft in KEYWORDS else draft,
         backend=backend,  # type: ignore[arg-type]
         p_min=settings.p_min,
+        heal=settings.heal,
         n_ctx=settings.ctx,
         threads=drafter_threads(settings),
         torch_threads=settings.draft_threads or 1,

@@ -34,6 +34,9 @@ def add_speculation_options(parser: argparse.ArgumentParser) -> None:
                    "transformers/torch (default: the pair's choice, else llama)")
     g.add_argument("--p-min", type=float, metavar="P", help="a model drafter stops when its top probability "
                    "falls below P (default 0.3)")
+    g.add_argument("--no-heal", dest="heal", action="store_const", const=False, help="a model drafter drafts "
+                   "on from the committed tokens as they are, without choosing the last one again (default: "
+                   "it does, at no extra forward pass: see docs/speculation.md)")
     g.add_argument("--warmup", type=int, metavar="N", help="draft only once the context holds N tokens, "
                    "prompt included (default 32)")
     g.add_argument("--draft-deadline", type=float, metavar="S", help="a drafter slower than S seconds for one "
@@ -75,7 +78,7 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 # argparse's dest names equal the Settings field names.
 _SETTING_FLAGS = (
     "target", "ctx", "threads", "gpu_layers", "batch", "max_tokens", "temperature", "top_k", "top_p", "min_p",
-    "repeat_penalty", "seed", "stop", "pair", "draft", "draft_max", "draft_backend", "p_min", "warmup",
+    "repeat_penalty", "seed", "stop", "pair", "draft", "draft_max", "draft_backend", "p_min", "heal", "warmup",
     "draft_deadline", "draft_threads", "cost_check", "draft_fixed", "triggers", "trigger_files", "language",
 )
 
