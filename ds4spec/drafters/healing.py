@@ -36,9 +36,3 @@ class PrefixIndex:
         hi = bisect.bisect_left(self._pieces, prefix + b"\xff" * 64, lo)  # no token is 64 bytes of 0xff
         return self._ids[lo:hi]
 
-
-def healed_choice(row: np.ndarray, candidates: np.ndarray) -> tuple[int, float]:
-    """The best of ``candidates`` by ``row``'s logits, and its probability among them."""
-    logits = row[candidates].astype(np.float64)
-    best = int(np.argmax(logits))
-    return int(candidates[best]), float(1.0 / np.exp(logits - logits[best]).sum())

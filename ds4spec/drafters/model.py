@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough
-from ds4spec.drafters.healing import PrefixIndex, healed_choice
+from ds4spec.drafters.healing import PrefixIndex
 
 
 @dataclass
@@ -299,7 +299,8 @@ class ModelDrafter(Drafter):
         row = self._rows.get(n - 1)
         if row is None:  # the catch-up's last chunk held one token
             return None
-        top, prob = healed_choice(row, candidates)
+        best, prob = top_probability(row[candidates])  # its probability among the candidates
+        top = int(candidates[best])
         if top == tokens[-1]:
             return None
         self._truncate_cache(min(self._cache_len(), n - 1))
@@ -342,7 +343,7 @@ class ModelDrafter(Drafter):
         self._rows = {k: v for k, v in self._rows.items() if k <= n}
 
     def _eval(self, tokens: list[int], rows: int = 1) -> tuple[int, float]:
-        logits = self._forward(tokens, min(rows, len(tokens)) if self.heal else 1)
+        logits = self._forward(tokens, rows)
         n = self._cache_len()
         if self.heal:
             for i, row in enumerate(logits, start=n - len(logits) + 1):
