@@ -53,7 +53,7 @@ class Cache:
         «newline»self.path = path
         self.data = {}  # filled on «comment»first use
 
-    def get(self, key: str, default=None):
+    «blank_line»def get(self, key: str, default=None):
         if not self.data:
             self.data = «assignment»json.loads(self.path.read_text(«open_bracket»))
         return self.data.get(key, «operator»default)«block_close»
@@ -106,7 +106,7 @@ pub fn word_counts(text: &str) -> HashMap<String, usize> {
     "go": '''\
 package main
 
-import (
+«blank_line»import (
 	"fmt"
 	"os"
 )
@@ -200,8 +200,20 @@ def test_event_at_a_cut_in_real_code(book: RuleBook, language: str, text: str, e
 
 def test_every_code_event_is_exercised_by_the_samples() -> None:
     seen = {event for _, _, event in CODE_CASES}
-    assert seen >= {"docstring", "comment", "string", "bullet", "newline", "block_close", "open_bracket",
-                    "assignment", "operator", "keyword"}
+    assert seen >= {"docstring", "comment", "string", "bullet", "newline", "blank_line", "block_close",
+                    "open_bracket", "assignment", "operator", "keyword"}
+
+
+@pytest.mark.parametrize(("text", "event"), [
+    ("    return total\n", "newline"), ("    return total\n    ", "newline"),
+    ("def f():\n    \"\"\"Doc.\"\"\"\n    ", "newline"),
+    ("    return total\n\n", "blank_line"), ("    return total\n\n\n", "blank_line"),
+    ("    x = 1\n    \n    ", "blank_line"), ("    x = 1\n\n    ", "blank_line"),
+], ids=["line-end", "indented", "after-docstring", "blank", "two-blank", "indented-blank", "blank-then-indent"])
+def test_a_line_after_a_blank_one_is_its_own_event(book: RuleBook, text: str, event: str) -> None:
+    """A new paragraph of code (or an answer's end) is told from a line that continues a block: a drafter's
+    acceptance differs there, and each is learned apart."""
+    assert code_event(book.family("python"), text) == event
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,7 @@ EVENTS: dict[str, str] = {
     "comment": "inside a comment (#, //, /* ... */, <!-- -->)",
     "string": "inside a string literal",
     "bullet": "just after a list bullet (-, *, 1.)",
+    "blank_line": "at the start of a line after a blank one (a new paragraph of code, or the end of an answer)",
     "newline": "at the start of a new line, after its indentation",
     "block_close": "just after a block closes (}, ), ], end)",
     "open_bracket": "just after an opening bracket",

@@ -214,7 +214,12 @@ def code_event(family: Family, text: str, tokens: Tokens | None = None) -> str:
     if _BULLET.match(line) and line.strip() in ("-", "*"):
         return "bullet"
     if "\n" in text and not line.strip():
-        return "newline"
+        # After a blank line the code starts a new paragraph (a definition) or the answer ends: a guess there is
+        # worth little, and a line's continuation after its indentation is another matter (measured on HumanEval
+        # with the F16 pair: the answers' closing blank lines taught the one newline event that no draft paid,
+        # and the lines' starts, where healed SmolLM2 drafts were accepted at 65%, were never drafted).
+        before = text[: text.rfind("\n")]
+        return "blank_line" if not before.rsplit("\n", 1)[-1].strip() else "newline"
     stripped = text.rstrip()
     last = stripped[-1:] if stripped else ""
     # Both patterns are anchored at the end: searched over the whole window (up to 1 KB) they took 0.1 ms each,
