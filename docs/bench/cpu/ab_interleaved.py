@@ -73,7 +73,7 @@ def main(variant: str, workload: str, skip: int, limit: int, mode: str = "trigge
     for i, task in enumerate(tasks):
         request = GenerationRequest(task.prompt_tokens(target), 128, SamplingSettings(), task.stop)
         per, counts, outs = {}, {}, {}
-        for arm in names[i % 3:] + names[:i % 3]:
+        for arm in names[i % len(names):] + names[:i % len(names)]:
             target.reset()
             if arm == "plain":
                 finished = _last(generate_plain(target, request))
