@@ -18,7 +18,8 @@ from ds4spec.store.derive import quantize_file
 from ds4spec.store.manifests import Manifest
 from ds4spec.store.progress import ByteProgress
 
-FILE_TYPES = {"F16": gguf.LlamaFileType.MOSTLY_F16, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
+FILE_TYPES = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
+              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
 
 
 def derived_once(base: Path, out: Path, quantization: str) -> bytes:
@@ -46,7 +47,7 @@ def derived_manifest(home: Path, base: Manifest, quantization: str, payload: byt
     return write_manifest(home, [source], name=f"tiny-{quantization.lower()}", payload=payload, **kw)
 
 
-@pytest.mark.parametrize("quantization", ["F16", "Q8_0"])
+@pytest.mark.parametrize("quantization", ["F32", "F16", "Q8_0"])
 def test_derivation_is_deterministic_so_a_manifest_can_name_its_sha256(
         tiny_bpe_gguf: Path, tmp_path: Path, quantization: str) -> None:
     first = derived_once(tiny_bpe_gguf, tmp_path / "a.gguf", quantization)
@@ -55,7 +56,7 @@ def test_derivation_is_deterministic_so_a_manifest_can_name_its_sha256(
         FILE_TYPES[quantization]
 
 
-@pytest.mark.parametrize("quantization", ["F16", "Q8_0"])
+@pytest.mark.parametrize("quantization", ["F32", "F16", "Q8_0"])
 def test_pull_derives_the_file_pulling_its_base_first_and_it_evaluates_like_the_base(
         home: Path, base: Manifest, tmp_path: Path, quantization: str) -> None:
     expected = derived_once(home / "manifests" / "tiny.gguf", tmp_path / "scratch.gguf", quantization)

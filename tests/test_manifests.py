@@ -162,12 +162,14 @@ def test_shipped_pairs_are_the_default_and_the_qwen_drafter() -> None:
 
 def test_the_memory_bound_target_is_the_default_targets_weights_converted_here() -> None:
     manifests = load_manifests()
-    for name, quantization in (("qwen2.5-coder-1.5b-f16", "F16"), ("qwen2.5-coder-1.5b-q8_0", "Q8_0")):
+    for name, quantization in (("qwen2.5-coder-1.5b-f32", "F32"), ("qwen2.5-coder-1.5b-f16", "F16"),
+                               ("qwen2.5-coder-1.5b-q8_0", "Q8_0")):
         m = manifests[name]
         assert m.sources == (DerivedSource("qwen2.5-coder-1.5b", quantization),) and m.quantization == quantization
         assert m.same_tokenizer(manifests["qwen2.5-coder-1.5b"])
-    f16 = load_pairs(manifests)["f16"]
-    assert (f16.target, f16.drafter) == ("qwen2.5-coder-1.5b-f16", "smollm2-135m-q8_0")
+    pairs = load_pairs(manifests)
+    assert (pairs["f16"].target, pairs["f16"].drafter) == ("qwen2.5-coder-1.5b-f16", "smollm2-135m-q8_0")
+    assert (pairs["f32"].target, pairs["f32"].drafter) == ("qwen2.5-coder-1.5b-f32", "smollm2-135m-q8_0")
 
 
 def test_the_memory_bound_pair_s_drafter_is_the_default_drafter_s_weights_converted_here() -> None:

@@ -1,4 +1,4 @@
-"""A model file derived from another on this machine: the same weights in another storage (F16, Q8_0, ...),
+"""A model file derived from another on this machine: the same weights in another storage (F32, F16, Q8_0, ...),
 written by llama.cpp's own quantize function (``allow_requantize``: the base may itself be quantized).
 
 Why: the hubs that host an F16 copy are often out of reach, and the conversion takes a minute, where a
@@ -28,7 +28,8 @@ def quantize_file(base: Path, out: Path, quantization: str, progress: ByteProgre
 
     init_llama()
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{quantization}")
+    ftype = "ALL_F32" if quantization == "F32" else f"MOSTLY_{quantization}"  # F32 holds every tensor, norms included
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_{ftype}")
     params.allow_requantize = True
     params.nthread = available_cores()
     codes: list[int] = []

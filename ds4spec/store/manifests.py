@@ -94,8 +94,8 @@ class PyPISource:
         return f"PyPI packages {self.package.replace('{part}', '1')}..{self.parts}=={self.version}"
 
 
-# The storages a derived file may take: llama.cpp's ftype names (LLAMA_FTYPE_MOSTLY_<name>).
-DERIVED_QUANTIZATIONS = ("F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+# The storages a derived file may take: llama.cpp's ftype names (LLAMA_FTYPE_MOSTLY_<name>; F32 is LLAMA_FTYPE_ALL_F32).
+DERIVED_QUANTIZATIONS = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
 
 
 @dataclass(frozen=True)
