@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ds4spec.policy.rules import RuleBook, load_rulebook
-from ds4spec.policy.syntax import TAIL_BYTES, SyntaxTracker, code_event
+from ds4spec.policy.syntax import TAIL_BYTES, WINDOW_STEP, SyntaxTracker, code_event
 
 MARK = re.compile(r"«([\w.]+)»")
 
@@ -434,3 +434,31 @@ def test_only_the_current_line_is_lexed_each_cycle(book: RuleBook, monkeypatch: 
         tracker.extend(piece)
         tracker.event()
     assert max(lexed) <= len(b"    total = sum(values)\n")
+
+
+# -- the lexer's state across window moves: a docstring open at the window's first line ----------------------------
+
+LONG_DOCSTRING = ('def find_zero(xs: list):\n    """ xs are coefficients of a polynomial.\n'
+                  + "    find_zero returns only one zero point, even if there are many.\n" * 24 + '    """\n')
+CODE_AFTER_IT = "    total = 0\n    for x in xs:\n        total += x * x\n" * 12
+
+
+@pytest.mark.parametrize("begun", [True, False], ids=["begun on the prompt", "followed from the start"])
+def test_code_after_a_long_docstring_is_code_wherever_the_window_starts(book: RuleBook, begun: bool) -> None:
+    """As the text grows the window starts at a line inside the docstring; a lexer started afresh there reads the
+    docstring's closing quotes as a string's opening, and named every later cycle ``string`` (traced on HumanEval/32,
+    a completion begun on its prompt)."""
+    tracker = SyntaxTracker(book, "python")
+    prompt = LONG_DOCSTRING.encode()
+    if begun:
+        tracker.begin(prompt)
+    else:
+        for end in range(0, len(prompt), 9):
+            tracker.extend(prompt[end: end + 9])
+            tracker.event()
+    events = []
+    for end in range(0, len(CODE_AFTER_IT), 5):
+        tracker.extend(CODE_AFTER_IT[end: end + 5].encode())
+        events.append(tracker.event()[1])
+    assert not {"string", "docstring"} & set(events), events
+    assert len(LONG_DOCSTRING) > 2 * WINDOW_STEP  # the window moves inside the docstring
