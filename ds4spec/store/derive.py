@@ -28,7 +28,7 @@ def quantize_file(base: Path, out: Path, quantization: str, progress: ByteProgre
 
     init_llama()
     params = llama_cpp.llama_model_quantize_default_params()
-    ftype = "ALL_F32" if quantization == "F32" else f"MOSTLY_{quantization}"  # F32 holds every tensor, norms included
+    ftype = "ALL_F32" if quantization == "F32" else f"MOSTLY_{quantization}"  # llama.cpp's names: no MOSTLY_F32
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_{ftype}")
     params.allow_requantize = True
     params.nthread = available_cores()
