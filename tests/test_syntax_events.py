@@ -448,6 +448,7 @@ def test_code_after_a_long_docstring_is_code_wherever_the_window_starts(book: Ru
     """As the text grows the window starts at a line inside the docstring; a lexer started afresh there reads the
     docstring's closing quotes as a string's opening, and named every later cycle ``string`` (traced on HumanEval/32,
     a completion begun on its prompt)."""
+    assert len(LONG_DOCSTRING) > 2 * WINDOW_STEP  # the window moves inside the docstring
     tracker = SyntaxTracker(book, "python")
     prompt = LONG_DOCSTRING.encode()
     if begun:
@@ -461,4 +462,3 @@ def test_code_after_a_long_docstring_is_code_wherever_the_window_starts(book: Ru
         tracker.extend(CODE_AFTER_IT[end: end + 5].encode())
         events.append(tracker.event()[1])
     assert not {"string", "docstring"} & set(events), events
-    assert len(LONG_DOCSTRING) > 2 * WINDOW_STEP  # the window moves inside the docstring

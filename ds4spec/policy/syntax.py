@@ -121,12 +121,10 @@ class SyntaxTracker:
         self._body_start = 0  # absolute offset where the open fence's body begins
         self._lexed: _ResumedLex | None = None
         self.extend(text)
-        if self.family.prose and self._fence is None:
-            return  # prose is not lexed
         family = self.family_in_force
-        if not text or not _resumable(family.lexer):
-            return
-        region = self._body_start if self._fence else 0
+        if not text or not self.in_code or not _resumable(family.lexer):
+            return  # prose is not lexed
+        region = self._region
         start = max(region, len(text) - BEGIN_LEX_BYTES)
         if start > region:
             start = text.find(b"\n", start) + 1 or len(text)  # a line start: the lexer starts at no token's middle
@@ -164,14 +162,19 @@ class SyntaxTracker:
         """The family of the text's end: a fence's language inside a fence, else the tracker's."""
         return self._fence[1] if self._fence else self.family
 
+    @property
+    def _region(self) -> int:
+        """Where the code in force begins, an absolute offset: the open fence's body, else the text's start."""
+        return self._body_start if self._fence else 0
+
     def event(self) -> tuple[Family, str]:
         """The family in force and the event at the end of the text."""
-        if self.family.prose and self._fence is None:
+        if not self.in_code:
             return self.family, self._prose_event()
         family = self.family_in_force
         if self._fence and self._total == self._body_start:
             return family, "fence_open"
-        region = self._body_start if self._fence else 0
+        region = self._region
         step = max(region, (self._total // WINDOW_STEP - 1) * WINDOW_STEP)  # 512 to 1023 bytes back
         head = self._total - len(self._tail)
         window = self._tail[step - head:]
