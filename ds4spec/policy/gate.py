@@ -310,6 +310,11 @@ class AcceptanceModel:
     def alpha(self) -> float:
         return min(self._accepted / self._trials, 0.999)
 
+    @property
+    def evidence(self) -> tuple[float, float]:
+        """Accepted tokens and trials (decayed), the prior's included."""
+        return self._accepted, self._trials
+
     def carry_over(self, weight: float) -> None:
         """Keeps alpha but lets it weigh at most ``weight`` trials, so that new evidence moves it quickly."""
         if self._trials > weight:

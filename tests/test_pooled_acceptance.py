@@ -1,0 +1,128 @@
+"""A model's acceptance at a syntax event starts from its figure at the other events and follows its own drafts.
+
+The triggers learn the model's acceptance per event; an event seen once or twice is judged by the other events'
+figure (``ds4spec.policy.pooling``), not by a fixed one half that one rejection halves.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ds4spec.policy.gate import AcceptanceModel
+from ds4spec.policy.pooling import POOL_WEIGHT, AcceptancePool, PooledAcceptance
+from ds4spec.policy.rules import RuleBook, load_rulebook
+from ds4spec.policy.triggers import TriggerPolicy
+
+CODE = b"def total(xs):\n    return sum(x for x in "
+COMMENT = b"def total(xs):\n    # the sum of "
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory: pytest.TempPathFactory) -> RuleBook:
+    return load_rulebook(user_dir=tmp_path_factory.mktemp("no-user-rules"))
+
+
+def _events(*names: str) -> tuple[AcceptancePool, list[PooledAcceptance]]:
+    pool = AcceptancePool()
+    return pool, [PooledAcceptance(pool) for _ in names]
+
+
+def test_with_no_drafts_anywhere_an_event_has_the_prior() -> None:
+    _, (event,) = _events("code")
+    assert event.alpha == pytest.approx(AcceptanceModel().alpha)
+
+
+def test_a_new_event_starts_from_the_model_s_figure_at_the_other_events() -> None:
+    _, (code, comment) = _events("code", "comment")
+    for _ in range(20):
+        code.observe(5, 4)  # 4 of 5 accepted: alpha 0.8 at code lines
+    assert comment.alpha == pytest.approx(code.alpha, abs=0.05)
+    assert comment.alpha > 0.7
+
+
+def test_an_event_s_own_rejection_is_counted_once() -> None:
+    """Its own evidence is left out of the figure it is drawn toward: one rejected first draft, with nothing seen
+    elsewhere, gives what the fixed prior gave (1 accepted of 3 trials), not less."""
+    _, (event,) = _events("comment")
+    event.observe(2, 0)
+    alone = AcceptanceModel()
+    alone.observe(2, 0)
+    assert event.alpha == pytest.approx(alone.alpha, abs=0.01)  # the prior alone decays there
+
+
+def test_one_rejection_at_a_new_event_leaves_it_near_the_model_s_figure_elsewhere() -> None:
+    _, (code, comment) = _events("code", "comment")
+    for _ in range(20):
+        code.observe(5, 4)
+    comment.observe(2, 0)
+    assert comment.alpha == pytest.approx(code.alpha * POOL_WEIGHT / (1 + POOL_WEIGHT), abs=0.02)
+    assert comment.alpha > 0.5  # the fixed prior put it at 0.33
+
+
+def test_an_event_s_own_drafts_take_over_as_they_come() -> None:
+    _, (code, string) = _events("code", "string")
+    for _ in range(20):
+        code.observe(5, 4)
+        string.observe(3, 0)
+    assert string.alpha < 0.1 and code.alpha > 0.75
+
+
+def test_a_retired_event_leaves_the_pool() -> None:
+    pool, (code, comment) = _events("code", "comment")
+    for _ in range(20):
+        code.observe(5, 0)
+    code.retire()
+    assert comment.alpha == pytest.approx(AcceptanceModel().alpha)
+    assert pool.alpha_without(0.0, 0.0) == pytest.approx(AcceptanceModel().alpha)
+
+
+def test_carrying_over_to_a_new_generation_lightens_the_evidence_and_keeps_what_it_says() -> None:
+    _, (code, comment) = _events("code", "comment")
+    for _ in range(20):
+        code.observe(5, 4)
+    code.carry_over(6.0)
+    assert code.own.evidence[1] == pytest.approx(6.0)
+    assert code.alpha > 0.7 and comment.alpha > 0.7
+    code.observe(3, 0)
+    assert code.alpha < 0.65  # new evidence moves it quickly
+
+
+def test_the_triggers_judge_a_model_s_first_draft_at_an_event_by_its_drafts_at_the_others(book: RuleBook) -> None:
+    policy = TriggerPolicy(book, "python", 16, ("model",))
+    policy.tracker.begin(CODE)
+    assert policy.draft_length() == 0  # the first cycle measures a plain step
+    policy.observe(0, 0, 0, 1.0, "none")
+    for _ in range(30):
+        policy.tracker.begin(CODE)
+        k = policy.draft_length()
+        assert policy.event == "python.code" and k > 0
+        policy.observe(k, k, k, 1.0 + 0.05 * k, "model")  # every code line's draft accepted whole
+    policy.tracker.begin(COMMENT)
+    policy.draft_length()
+    assert policy.event == "python.comment" and policy._current is not None
+    assert policy._current.acceptance.alpha > 0.9
+
+
+def test_where_lookup_s_rare_matches_barely_pay_a_model_accepted_elsewhere_is_asked(book: RuleBook) -> None:
+    """At a code line the model has not drafted, lookup's one match taught the event that lookup pays a little; the
+    model, accepted at comments, is judged by that figure and asked, not left untried while lookup pays at all."""
+    policy = TriggerPolicy(book, "python", 16)
+    policy.tracker.begin(COMMENT)
+    assert policy.draft_length() == 0
+    policy.observe(0, 0, 0, 1.0, "none")
+    for _ in range(12):
+        policy.tracker.begin(COMMENT)
+        k = policy.draft_length()
+        assert k > 0
+        policy.observe(k, k, k, 1.0 + 0.05 * k, "model")  # a memory-bound target: a pass over k costs about a step
+    policy.tracker.begin(CODE)
+    k = policy.draft_length()
+    assert policy.event == "python.code" and k > 0
+    policy.observe(k, 2, 1, 1.05, "lookup")  # lookup had a match here, half right
+    asked: list[str] = []
+    for _ in range(6):
+        policy.tracker.begin(CODE)
+        k = policy.draft_length()
+        asked.append(policy.source if k else "none")
+        policy.observe(k, 0, 0, 1.0, "none")  # lookup has no match, and the model is not heard from
+    assert asked[0] in ("model", "any") and "lookup" not in asked, asked  # at once, and lookup only where it matches
