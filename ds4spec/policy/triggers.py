@@ -3,7 +3,8 @@
 Each cycle the tracker names the event (``python.newline``, ``markdown.prose``, ...). Its rule gives the prior: the
 length to try first and which drafter to ask (lookup, model, or hybrid: lookup when it has a match, else the model).
 Data then moves it: the policy keeps ``alpha`` (the chance a drafted token is accepted given the ones before were)
-per event for the model, and for lookup once for all events, with per event how often lookup has a match at all; and
+per event for the model (drawn toward its figure at the other events while the event's own drafts are few:
+``ds4spec.policy.pooling``), and for lookup once for all events, with per event how often lookup has a match at all; and
 per source and length the measured wall time of whole cycles (shared by all events: a cycle's cost does not depend
 on the syntax). Whether lookup's copy is right depends on whether the answer copies its input (an edited file, a
 quoted passage), which holds across the syntax of one answer; learned per event, its acceptance was split into small
