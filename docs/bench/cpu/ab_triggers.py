@@ -5,9 +5,9 @@ it in one run, prompt by prompt, as the bench compares every mode. Usage, from t
     .venv/bin/python docs/bench/cpu/ab_triggers.py a545234 bench --pair f32 --mode triggers --mode triggers-a545234 ...
 
 Each commit named before ``bench`` (comma-separated) becomes the mode ``triggers-COMMIT``: that commit's
-``triggers.py`` loaded as a module of its own over the working tree's other modules (so a commit whose triggers need
-other changed modules cannot be loaded this way), its own drafter and its own learning, with the costs the bench
-measured at load.
+``triggers.py`` loaded as a module of its own over the working tree's other modules (a commit whose ``triggers.py``
+imports a module changed since runs with the working tree's version of it: a mix), its own drafter and its own
+learning, with the costs the bench measured at load.
 """
 
 from __future__ import annotations
