@@ -103,7 +103,7 @@ class EventModel:
 
     def __init__(self, rule: Rule, pool: AcceptancePool) -> None:
         self.rule = rule
-        self.acceptance = PooledAcceptance(pool)  # the model's drafts here, drawn toward its figure everywhere
+        self.acceptance = PooledAcceptance(pool)  # the model's drafts here (drawn toward the others' while all new)
         self.matches = AcceptanceModel()  # how often lookup, asked here, had a draft at all
         self.attempts = dict.fromkeys(SOURCES, 0)  # cycles that asked each source for a draft
         self.probing = ProbeBackoff()
