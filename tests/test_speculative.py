@@ -33,7 +33,7 @@ from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core import speculative
 from ds4spec.core.contracts import DraftPolicy
-from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough
+from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough, Worth
 from ds4spec.core.events import Finished, FinishReason, TextChunk
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.core.sampling import Sampler, SamplingSettings
@@ -145,8 +145,8 @@ class RecordingDrafter(LlamaDrafter):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.asked: list[tuple[int, Enough, list[int], Draft]] = []
 
-    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any") -> Draft:
-        draft = super().propose_until(max_tokens, enough, source)
+    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any", worth: Worth | None = None) -> Draft:
+        draft = super().propose_until(max_tokens, enough, source, worth)
         self.asked.append((max_tokens, enough, list(self.last_draft), draft))
         return draft
 

@@ -11,7 +11,7 @@ from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
-from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough
+from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough, Worth
 from ds4spec.core.early_launch import EarlyLaunch
 
 T = TypeVar("T")
@@ -110,7 +110,8 @@ class Proposer(Protocol):
         """False only when ``propose`` would surely give nothing now (``Drafter.may_propose``)."""
         ...
 
-    def propose(self, max_tokens: int, source: str = "any", enough: Enough | None = None) -> Draft: ...
+    def propose(self, max_tokens: int, source: str = "any", enough: Enough | None = None,
+                worth: Worth | None = None) -> Draft: ...
 
     def call_alone(self, call: Callable[[Drafter], T]) -> T | None:
         """``call(drafter)`` between generations (a measurement); None when it raises or hangs."""
@@ -154,6 +155,16 @@ class DraftPolicy(ABC):
         """The outcome of a cycle: ``requested`` tokens asked for, ``drafted`` of them aligned and verified,
         ``accepted`` kept; ``cycle_seconds`` is its whole wall time; ``source`` is where the draft came from
         (``model``, ``lookup``, or ``none`` when the drafter had nothing)."""
+
+    def takes_next(self, confidences: Sequence[float], aligned: int) -> bool:
+        """Whether a model's draft takes its next token: ``confidences`` are the drafter's probabilities of its tokens
+        so far, the next one's last; ``aligned`` is how many target tokens the draft gives without it. By default a
+        draft takes every token the drafter offers, up to the length asked for."""
+        return True
+
+    def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:  # noqa: B027
+        """A model draft's outcome by its tokens: of the drafter's tokens, with these ``confidences``, the first
+        ``held`` were kept whole and the first ``verified`` were inside the verified draft."""
 
     def plain_step_seconds(self) -> float | None:
         """The measured cost of a plain step, when the policy measures one (for the statistics)."""

@@ -46,13 +46,15 @@ class Draft:
     """A proposed continuation of the committed text.
 
     ``text`` may end inside a UTF-8 character or a word; the aligner cuts what is not yet stable.
-    ``confidences`` are the drafter's own probabilities of its tokens, when it has them (for the policy).
+    ``confidences`` are the drafter's own probabilities of its tokens, when it has them (for the policy), and
+    ``ends`` the length of ``text`` after each of them (a token that only finishes committed text ends at 0).
     """
 
     text: bytes
     source: str  # "model" or "lookup"
     drafter_tokens: int = 0  # how many of its own tokens the drafter generated (cost accounting)
     confidences: Sequence[float] = field(default_factory=tuple)
+    ends: Sequence[int] = field(default_factory=tuple)
     # Seconds spent reading the prompt before this draft (a drafter that waits its turn reads it when first asked):
     # paid once per generation, not a cost of this draft's length.
     sync_seconds: float = 0.0
@@ -66,6 +68,9 @@ NO_DRAFT = Draft(b"", "none")
 # Whether a draft's text so far already gives the target all the tokens it asked for: a model drafter that is told
 # stops there, rather than paying forward passes for text the aligner would cut.
 Enough = Callable[[bytes], bool]
+# Whether a model's draft takes its next token, given its own probabilities of its tokens so far with the next one's
+# last: a policy that knows what a longer verify pass costs and how often tokens that sure are kept stops it there.
+Worth = Callable[[Sequence[float]], bool]
 
 
 class Drafter(ABC):
@@ -106,9 +111,10 @@ class Drafter(ABC):
         """A draft from ``source`` only (one of ``sources``); a drafter with one source just proposes."""
         return self.propose(max_tokens)
 
-    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any") -> Draft:
-        """As ``propose_from`` (``propose`` for ``any``), stopping once ``enough(text)`` holds for the text so far.
-        A drafter whose tokens cost nothing (lookup) may ignore ``enough``."""
+    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any", worth: Worth | None = None) -> Draft:
+        """As ``propose_from`` (``propose`` for ``any``), stopping once ``enough(text)`` holds for the text so far, or
+        (a model) before a token after the first that ``worth`` does not take. A drafter whose tokens cost nothing
+        (lookup) may ignore both."""
         return self.propose(max_tokens) if source == "any" else self.propose_from(source, max_tokens)
 
     def close(self) -> None:  # noqa: B027 - optional hook; most drafters hold nothing to release

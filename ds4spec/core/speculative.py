@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Generator, Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ds4spec.core.align import align_draft
 from ds4spec.core.contracts import DraftPolicy, Proposer, Target
-from ds4spec.core.drafting import DraftContext
+from ds4spec.core.drafting import NO_DRAFT, DraftContext
 from ds4spec.core.early_launch import EarlyLaunch
 from ds4spec.core.events import CycleReport, Event, FinishReason, Provenance
 from ds4spec.core.plain import Generation, GenerationRequest, launch_ahead, take_back
@@ -47,6 +48,7 @@ OFFER_MODEL_TAIL = True
 class SpecSettings:
     draft_max: int = 64  # the most target tokens one draft may hold
     warmup_tokens: int = 32  # speculation starts once the context holds this many tokens (prompt included)
+    confidence_stop: bool = True  # a model's draft stops where the policy's ``takes_next`` says
 
 
 def generate_speculative(
@@ -125,6 +127,7 @@ class _Cycle:
         # step takes 10 to 20 ms, so this must stay well under that.
         self.loop_samples: list[float] = []
         self.catch_up = CatchUpDebt()
+        self.proposal = NO_DRAFT  # the drafter's last proposal (its tokens' confidences, for the policy)
         self.early = policy.early_launch or EarlyLaunch()
 
     def run(self, cancelled: Callable[[], bool], generation: Generation) -> Generator[Event, None, FinishReason]:
@@ -170,6 +173,8 @@ class _Cycle:
             ahead = plain and self._may_launch_ahead() and launch_ahead(target, self.out, verdict.token)
             model_seconds += time.perf_counter() - launched
             self._account(len(draft), verdict.accepted, draft_seconds, verify_seconds, passes)
+            if draft and self.proposal.confidences:
+                self._observe_confidences(draft, verdict.accepted)
             outside = 0.0  # seconds the consumer held the stream
             if draft:
                 handed = time.perf_counter()
@@ -237,6 +242,7 @@ class _Cycle:
         spent catching up, and how many in its proposal (the model's work, catch-up included; the rest is
         alignment)."""
         target = self.target
+        self.proposal = NO_DRAFT
         held = target.n_past - ahead  # the context before pending
         room = min(
             target.n_ctx - held - 1,
@@ -265,12 +271,17 @@ class _Cycle:
                                                unstable_tail=OFFER_MODEL_TAIL)
             return len(aligned) >= k
 
+        def worth(confidences: Sequence[float]) -> bool:  # asked after enough(), for the token after its text
+            return self.policy.takes_next(confidences, len(next(iter(last.values()), ())))
+
         # A model stops as soon as its text gives k target tokens (measured on HumanEval with SmolLM2 drafting 4:
         # asking for a fixed two more than the expected count cost 2.3 more of its forward passes a cycle, for 1%
         # more accepted); its last word is offered as it stands (``align_draft``'s ``unstable_tail``).
         want = math.ceil(k * self.drafter_tokens_per_target_token) + 2
-        proposal = self.drafter.propose(want, source=self.policy.source, enough=enough)
+        proposal = self.drafter.propose(want, source=self.policy.source, enough=enough,
+                                        worth=worth if self.settings.confidence_stop else None)
         propose_seconds = time.perf_counter() - t0
+        self.proposal = proposal
         self.policy.observe_reading(proposal.read_seconds)
         draft: list[int] = []
         if proposal.text:
@@ -281,6 +292,13 @@ class _Cycle:
                 ratio = proposal.drafter_tokens / len(draft)
                 self.drafter_tokens_per_target_token = 0.8 * self.drafter_tokens_per_target_token + 0.2 * ratio
         return draft, k, proposal.source, time.perf_counter() - t0, proposal.sync_seconds, propose_seconds
+
+    def _observe_confidences(self, draft: list[int], accepted: int) -> None:
+        """Tells the policy which of the model's tokens the target kept: those whose text the accepted tokens cover."""
+        ends = self.proposal.ends
+        held = bisect_right(ends, len(self.tok.detokenize(draft[:accepted])))
+        verified = bisect_right(ends, len(self.tok.detokenize(draft)))
+        self.policy.observe_confidences(self.proposal.confidences, held, verified)
 
     def _verify(self, rows: np.ndarray, draft: list[int]) -> Verdict:
         last_n = self.request.sampling.repeat_last_n

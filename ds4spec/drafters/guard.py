@@ -39,7 +39,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough, Worth
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -147,9 +147,10 @@ class GuardedDrafter:
             self._lost_track(exc)
             return False
 
-    def propose(self, max_tokens: int, source: str = "any", enough: Enough | None = None) -> Draft:
-        """The drafter's proposal (from ``source`` only, unless ``any``; a model stopping once ``enough``), or
-        ``NO_DRAFT`` when it fails."""
+    def propose(self, max_tokens: int, source: str = "any", enough: Enough | None = None,
+                worth: Worth | None = None) -> Draft:
+        """The drafter's proposal (from ``source`` only, unless ``any``; a model stopping once ``enough``, or where
+        ``worth`` says, which is asked only along with ``enough``), or ``NO_DRAFT`` when it fails."""
         if self._benched or not self._asked or max_tokens <= 0:
             return NO_DRAFT
         sync_seconds = read_seconds = 0.0
@@ -163,7 +164,7 @@ class GuardedDrafter:
             if reads_prompt:  # once per generation; reading what was committed since the last draft is every cycle's
                 sync_seconds = read_seconds
         if enough is not None:
-            future = self._submit(self.drafter.propose_until, max_tokens, enough, source)
+            future = self._submit(self.drafter.propose_until, max_tokens, enough, source, worth)
         elif source == "any":
             future = self._submit(self.drafter.propose, max_tokens)
         else:

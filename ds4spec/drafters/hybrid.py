@@ -7,7 +7,7 @@ copying has nothing to offer.
 
 from __future__ import annotations
 
-from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough, Worth
 
 
 class HybridDrafter(Drafter):
@@ -75,15 +75,16 @@ class HybridDrafter(Drafter):
             return self.model.propose(max_tokens) if self._model_follows else NO_DRAFT
         return self.propose(max_tokens)
 
-    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any") -> Draft:
-        """As ``propose_from``, the model stopping once ``enough`` (lookup's drafts cost nothing)."""
+    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any", worth: Worth | None = None) -> Draft:
+        """As ``propose_from``, the model stopping once ``enough`` or where ``worth`` says (lookup's drafts cost
+        nothing)."""
         if source == "lookup":
             return self.lookup.propose(max_tokens)
         if source == "any" and (draft := self.lookup.propose(max_tokens)).text:
             return draft
         if not self._model_follows:
             return NO_DRAFT
-        draft = self.model.propose_until(max_tokens, enough)
+        draft = self.model.propose_until(max_tokens, enough, worth=worth)
         return draft if draft.text else NO_DRAFT
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough
+from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough, Worth
 from ds4spec.drafters.healing import PrefixIndex
 
 
@@ -230,10 +230,10 @@ class ModelDrafter(Drafter):
     def propose(self, max_tokens: int) -> Draft:
         return self._draft(max_tokens, None)
 
-    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any") -> Draft:
-        return self._draft(max_tokens, enough)
+    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any", worth: Worth | None = None) -> Draft:
+        return self._draft(max_tokens, enough, worth)
 
-    def _draft(self, max_tokens: int, enough: Enough | None) -> Draft:
+    def _draft(self, max_tokens: int, enough: Enough | None, worth: Worth | None = None) -> Draft:
         tokens = self._sync.tokens
         if self.n_ctx is not None:
             max_tokens = min(max_tokens, self.n_ctx - len(tokens) - 1)
@@ -244,11 +244,13 @@ class ModelDrafter(Drafter):
         written = len(self._piece(tokens[-1])) if healed else 0  # the healed token's bytes already committed
         out: list[int] = []
         confidences: list[float] = []
+        ends: list[int] = []
         text = b""
-        while not self._is_stop(top) and (prob >= self.p_min or not out):
+        while not self._is_stop(top) and (not out or self._takes(prob, confidences, worth)):
             out.append(top)
             confidences.append(prob)
             text += self._piece(top)[written:]
+            ends.append(len(text))
             written = 0
             if len(out) >= max_tokens or self._hopeless(text):
                 break
@@ -260,7 +262,13 @@ class ModelDrafter(Drafter):
         self.last_draft = out
         if not out:
             return NO_DRAFT
-        return Draft(self._unfinished_removed(text), "model", drafter_tokens=len(out), confidences=tuple(confidences))
+        finished = len(self._sync.pending) if text.startswith(self._sync.pending) else 0  # see _unfinished_removed
+        return Draft(self._unfinished_removed(text), "model", drafter_tokens=len(out), confidences=tuple(confidences),
+                     ends=tuple(max(0, end - finished) for end in ends))
+
+    def _takes(self, prob: float, confidences: list[float], worth: Worth | None) -> bool:
+        """Whether a draft takes a next token of probability ``prob`` (its tokens so far had ``confidences``)."""
+        return prob >= self.p_min and (worth is None or worth([*confidences, prob]))
 
     def _hopeless(self, text: bytes) -> bool:
         """Whether the draft failed to finish the unfinished character it continues: nothing after can be used."""

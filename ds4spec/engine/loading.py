@@ -174,4 +174,5 @@ def load_rules(settings: Settings) -> RuleBook | None:
 
 
 def spec_settings(settings: Settings) -> SpecSettings:
-    return SpecSettings(draft_max=settings.draft_max, warmup_tokens=settings.warmup)
+    return SpecSettings(draft_max=settings.draft_max, warmup_tokens=settings.warmup,
+                        confidence_stop=settings.confidence_stop)

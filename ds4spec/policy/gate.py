@@ -19,10 +19,11 @@ back-off) so that it notices when the drafter becomes useful.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
+from ds4spec.policy.confidence import ConfidenceCalibration, takes_next
 from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import PRIOR_COST_PER_DRAFTED_TOKEN, VerifyProfile
 
@@ -354,7 +355,8 @@ class GatedPolicy(DraftPolicy):
     """The length with the best expected rate, 0 where drafting does not pay (module docstring)."""
 
     def __init__(self, draft_max: int, costs: CycleCosts | None = None, acceptance: AcceptanceModel | None = None,
-                 source: str = "any", *, model_misses: bool = False) -> None:
+                 source: str = "any", *, model_misses: bool = False,
+                 confidence: ConfidenceCalibration | None = None) -> None:
         self.draft_max = draft_max
         self.source = source  # a hybrid drafter whose model cannot pay here is asked for lookup only
         # Whether a draft that came back empty was the work of a model (caught up, ran, offered nothing usable): a
@@ -362,6 +364,7 @@ class GatedPolicy(DraftPolicy):
         self.model_misses = model_misses
         self.costs = costs or CycleCosts()
         self.acceptance = acceptance or AcceptanceModel()
+        self.confidence = confidence or ConfidenceCalibration()  # where a model's draft stops
         self.candidates = candidate_lengths(draft_max)
         self._probing = ProbeBackoff()
 
@@ -415,6 +418,12 @@ class GatedPolicy(DraftPolicy):
         self.costs.observe(drafted, cycle_seconds)
         if drafted:
             self.acceptance.observe(drafted, accepted)
+
+    def takes_next(self, confidences: Sequence[float], aligned: int) -> bool:
+        return takes_next(self.confidence, self.costs, confidences, aligned)
+
+    def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:
+        self.confidence.observe(confidences, held, verified)
 
     def plain_step_seconds(self) -> float | None:
         return self.costs.plain_step()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ds4spec.core.contracts import DraftPolicy, Proposer
 from ds4spec.core.early_launch import EarlyLaunch
+from ds4spec.policy.confidence import ConfidenceCalibration
 from ds4spec.policy.copying import LookupAcceptance, LookupGate
 from ds4spec.policy.costs import SourceCost, cached_source_costs, source_costs
 from ds4spec.policy.gate import AcceptanceModel, CycleCosts, FixedLength, GatedPolicy
@@ -29,6 +30,7 @@ class PolicyMemory:
     gate_costs: CycleCosts = field(init=False)  # what the gate learned
     gate_acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
     gate_lookup: LookupAcceptance = field(default_factory=LookupAcceptance)  # the gate's, for lookup alone
+    gate_confidence: ConfidenceCalibration = field(default_factory=ConfidenceCalibration)  # where its drafts stop
     early_launch: EarlyLaunch = field(default_factory=EarlyLaunch)  # the loop's, for every policy made here
 
     def __post_init__(self) -> None:
@@ -76,4 +78,4 @@ class PolicyMemory:
         if sources == ("lookup",):
             return LookupGate(draft_max, self.gate_costs, self.gate_lookup, source)
         return GatedPolicy(draft_max, self.gate_costs, self.gate_acceptance, source=source,
-                           model_misses="model" in sources)
+                           model_misses="model" in sources, confidence=self.gate_confidence)

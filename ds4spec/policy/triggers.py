@@ -27,9 +27,12 @@ a chat's tenth answer starts from what the first nine taught.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
 from ds4spec.core.events import NO_DRAFT_PAYS, NOTHING_TO_DRAFT
+from ds4spec.policy.confidence import ConfidenceCalibration, takes_next
 from ds4spec.policy.copying import CopyWatch, LookupAcceptance
 from ds4spec.policy.gate import (
     CARRIED_TRIALS,
@@ -131,6 +134,7 @@ class TriggerLearning:
         # every event (a clock per event probed it at each event in turn: on code, five events, five times as often).
         self.lookup_probing = ProbeBackoff()
         self.model_token_seconds = 0.0  # a model's drafted token, as measured at load (0: not measured)
+        self.confidence = ConfidenceCalibration()  # where the model's drafts stop
 
     def new_generation(self) -> None:
         if self.written:
@@ -497,6 +501,12 @@ class TriggerPolicy(DraftPolicy):
         k, rate = best_length(table, alpha, measured, extra)
         longer = [n for n in self.candidates if n > k]
         return (longer[0] if k == measured[-1] and longer else k), rate
+
+    def takes_next(self, confidences: Sequence[float], aligned: int) -> bool:
+        return takes_next(self.learning.confidence, self.learning.costs.tables["model"], confidences, aligned)
+
+    def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:
+        self.learning.confidence.observe(confidences, held, verified)
 
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:
