@@ -44,14 +44,14 @@ def run_plain(target: LlamaTarget, request: GenerationRequest) -> Finished:
 def run_spec(
     target: LlamaTarget, drafter: Drafter, request: GenerationRequest, context: bytes | DraftContext, *,
     policy: DraftPolicy | None = None, warmup: int = 0, deadline_s: float = 2.0, background: bool = True,
-    inline: bool = False,
+    inline: bool = False, confidence_stop: bool = True,
 ) -> tuple[Finished, list[CycleReport], GuardedDrafter]:
     guarded = GuardedDrafter(drafter, deadline_s=deadline_s, background=background, inline=inline)
     target.reset()
     if isinstance(context, bytes):
         context = DraftContext(text=context)
     events = list(generate_speculative(target, guarded, request, context,
-                                       SpecSettings(warmup_tokens=warmup),
+                                       SpecSettings(warmup_tokens=warmup, confidence_stop=confidence_stop),
                                        policy=policy or GatedPolicy(SpecSettings().draft_max)))
     assert guarded.settle(), "the drafter is still following the text"  # the caller may reuse the drafter
     finished = events[-1]

@@ -6,7 +6,7 @@ exactly the committed text, syncing costs the same at any context length, and dr
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -206,6 +206,29 @@ def test_a_draft_stops_at_the_first_token_that_is_enough(make: Factory, kind: st
     assert short.drafter_tokens < full.drafter_tokens
     assert asked[-1] == short.text and all(len(text) < 6 for text in asked[:-1])
     assert len(asked) == short.drafter_tokens  # consulted once a token, and the last token was enough
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_draft_stops_before_a_token_the_policy_does_not_take(make: Factory, kind: str) -> None:
+    """Asked before each token after the first, with the probabilities of the draft's tokens and then the next
+    one's, ``worth`` ends the draft where it says no; ``ends`` marks where each of the drafter's tokens ends."""
+    drafter = make(kind)
+    drafter.p_min = 0.0
+    drafter.begin(DraftContext(text=PROMPT.encode()))
+    full = drafter.propose(12)
+    asked: list[list[float]] = []
+
+    def worth(confidences: Sequence[float]) -> bool:
+        asked.append(list(confidences))
+        return len(confidences) <= 3
+
+    drafter.begin(DraftContext(text=PROMPT.encode()))
+    short = drafter.propose_until(12, lambda text: False, worth=worth)
+    assert short.drafter_tokens == 3 and full.text.startswith(short.text)
+    assert [len(c) for c in asked] == [2, 3, 4]  # never asked for the first token
+    assert asked[-1][:3] == list(short.confidences) == list(full.confidences[:3])
+    assert len(short.ends) == 3 and list(short.ends) == sorted(short.ends) and short.ends[-1] == len(short.text)
+    assert list(full.ends[:3]) == list(short.ends)
 
 
 @pytest.mark.parametrize("kind", ["llama-bpe", "llama-spm", "torch-dir"])

@@ -178,6 +178,50 @@ def test_a_model_drafts_no_more_of_its_tokens_than_the_target_needs(
     guarded.close()
 
 
+class TakingAtMost(FixedLength):
+    """Drafts 8 target tokens a cycle, a model's draft taking at most ``most`` of its own tokens; records what the
+    loop asks and tells."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__(8)
+        self.most = most
+        self.asked: list[tuple[list[float], int]] = []
+        self.outcomes: list[tuple[list[float], int, int]] = []
+
+    def takes_next(self, confidences: Sequence[float], aligned: int, wanted: int) -> bool:
+        assert aligned < wanted <= 8
+        self.asked.append((list(confidences), aligned))
+        return len(confidences) <= self.most
+
+    def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:
+        self.outcomes.append((list(confidences), held, verified))
+
+
+@pytest.mark.parametrize("stop", [True, False], ids=["confidence-stop", "no-confidence-stop"])
+def test_the_policy_ends_a_model_draft_and_hears_which_of_its_tokens_were_kept(
+    target: LlamaTarget, tiny_models: dict[str, Path], stop: bool
+) -> None:
+    """Before each of a model's tokens after the first the policy is asked whether the draft takes it (unless the
+    confidence stop is off), and after verification it is told how many of the drafter's tokens the target kept
+    whole and how many were verified at all; the output stays plain decoding's."""
+    drafter = LlamaDrafter(tiny_models[OTHER[target.kind]], n_ctx=1024, p_min=0.0)  # type: ignore[attr-defined]
+    prompt = PROMPTS[1]
+    request = _request(target, prompt, max_tokens=48)
+    plain = run_plain(target, request)
+    policy = TakingAtMost(2)
+    spec, cycles, guarded = run_spec(target, drafter, request, prompt, policy=policy, confidence_stop=stop)
+    assert_lossless(target, request, plain, spec)
+    assert len(policy.outcomes) == len(cycles) > 0  # every draft here is the model's
+    assert all(held <= verified <= len(confidences) for confidences, held, verified in policy.outcomes)
+    assert sum(held for _, held, _ in policy.outcomes) > 0
+    longest = max(len(confidences) for confidences, _, _ in policy.outcomes)
+    if stop:
+        assert longest == 2 and policy.asked
+    else:
+        assert longest > 2 and not policy.asked
+    guarded.close()
+
+
 @pytest.mark.parametrize("offered", [True, False], ids=["tail-offered", "tail-dropped"])
 def test_a_model_draft_offers_its_last_word_as_it_stands(
     target: LlamaTarget, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, offered: bool

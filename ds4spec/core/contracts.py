@@ -156,10 +156,10 @@ class DraftPolicy(ABC):
         ``accepted`` kept; ``cycle_seconds`` is its whole wall time; ``source`` is where the draft came from
         (``model``, ``lookup``, or ``none`` when the drafter had nothing)."""
 
-    def takes_next(self, confidences: Sequence[float], aligned: int) -> bool:
+    def takes_next(self, confidences: Sequence[float], aligned: int, wanted: int) -> bool:
         """Whether a model's draft takes its next token: ``confidences`` are the drafter's probabilities of its tokens
-        so far, the next one's last; ``aligned`` is how many target tokens the draft gives without it. By default a
-        draft takes every token the drafter offers, up to the length asked for."""
+        so far, the next one's last; ``aligned`` is how many target tokens the draft gives without it, of the
+        ``wanted`` asked for. By default a draft takes every token the drafter offers, up to that length."""
         return True
 
     def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:  # noqa: B027

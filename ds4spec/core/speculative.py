@@ -272,7 +272,7 @@ class _Cycle:
             return len(aligned) >= k
 
         def worth(confidences: Sequence[float]) -> bool:  # asked after enough(), for the token after its text
-            return self.policy.takes_next(confidences, len(next(iter(last.values()), ())))
+            return self.policy.takes_next(confidences, len(next(iter(last.values()), ())), k)
 
         # A model stops as soon as its text gives k target tokens (measured on HumanEval with SmolLM2 drafting 4:
         # asking for a fixed two more than the expected count cost 2.3 more of its forward passes a cycle, for 1%

@@ -6,7 +6,7 @@ every cycle, 538 tokens), the share of its tokens the target kept, of those whos
 SmolLM2's probability of them: 0.26 under 0.3, 0.47 from 0.3 to 0.5, 0.68 from 0.5 to 0.7, 0.81 from 0.8 to 0.9, 0.94
 from 0.95 on; about the probability itself. Drafts of as many tokens as the policy asked for lost most of theirs to
 one unsure token (a 15-token draft whose first token was wrong cost 2.3 plain steps for one token). So a draft takes
-its next token only while that raises the cycle's expected rate: the tokens it is expected to keep, and the
+its next token only while going on raises the cycle's expected rate: the tokens it is expected to keep, and the
 target's own, per second of a cycle drafting that many, as the policy measured such cycles to cost.
 """
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 EDGES = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95)  # bins of the drafter's probability
 PRIOR = (0.15, 0.4, 0.6, 0.75, 0.85, 0.925, 0.975)  # a bin's acceptance before any is seen: its middle
 PRIOR_TOKENS = 4.0  # the prior counts as this many tokens
+LOOKAHEAD = 64  # the most drafter tokens ahead a draft's going on is judged over
 REMEMBERED = 200.0  # a bin's tokens past this weigh less and less: a long session's drafter may drift
 
 
@@ -49,11 +50,14 @@ class ConfidenceCalibration:
             self._kept[b] += i < held
 
 
-def takes_next(calibration: ConfidenceCalibration, costs: CycleCosts, confidences: Sequence[float],
-               aligned: int) -> bool:
-    """Whether a draft whose drafter tokens so far had ``confidences`` (the next one's last), giving ``aligned``
-    target tokens, expects more tokens a second with the next one: tokens kept, in target tokens (the draft's own
-    ratio so far), and the target's own, over a cycle of that many drafted tokens (``costs``)."""
+def takes_next(calibration: ConfidenceCalibration, costs: CycleCosts, confidences: Sequence[float], aligned: int,
+               wanted: int, alpha: float) -> bool:
+    """Whether a draft whose drafter tokens so far had ``confidences`` (the next one's last), giving ``aligned`` of
+    the ``wanted`` target tokens, expects more tokens a second by going on: tokens kept (in target tokens, at the
+    draft's own ratio so far) and the target's own, over a cycle drafting that many (``costs``). Going on may stop
+    after the next token or after any of the tokens it leaves room for, which are expected kept at ``alpha`` each
+    (the policy's figure): judged by the next token alone, an unsure token between sure ones ended drafts that would
+    have paid (fresh policies on unseen HumanEval prompts drafted 1.4 tokens a pass against 1.9 without a stop)."""
     *taken, confidence = confidences
     if not taken:
         return True
@@ -64,8 +68,13 @@ def takes_next(calibration: ConfidenceCalibration, costs: CycleCosts, confidence
     per_token = aligned / len(taken) if aligned else 1.0
     n = max(aligned, 1)
     now = (per_token * expected + 1) / costs.cost(n)
-    more = kept * calibration.acceptance(confidence)
-    return (per_token * (expected + more) + 1) / _cost_at(costs, n + per_token) >= now
+    more, chance = 0.0, kept * calibration.acceptance(confidence)
+    for j in range(1, min(LOOKAHEAD, max(1, math.ceil((wanted - aligned) / per_token))) + 1):
+        more += chance
+        chance *= alpha
+        if (per_token * (expected + more) + 1) / _cost_at(costs, n + per_token * j) >= now:
+            return True
+    return False
 
 
 def _cost_at(costs: CycleCosts, n: float) -> float:

@@ -419,8 +419,8 @@ class GatedPolicy(DraftPolicy):
         if drafted:
             self.acceptance.observe(drafted, accepted)
 
-    def takes_next(self, confidences: Sequence[float], aligned: int) -> bool:
-        return takes_next(self.confidence, self.costs, confidences, aligned)
+    def takes_next(self, confidences: Sequence[float], aligned: int, wanted: int) -> bool:
+        return takes_next(self.confidence, self.costs, confidences, aligned, wanted, self.acceptance.alpha)
 
     def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:
         self.confidence.observe(confidences, held, verified)

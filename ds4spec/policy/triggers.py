@@ -502,8 +502,11 @@ class TriggerPolicy(DraftPolicy):
         longer = [n for n in self.candidates if n > k]
         return (longer[0] if k == measured[-1] and longer else k), rate
 
-    def takes_next(self, confidences: Sequence[float], aligned: int) -> bool:
-        return takes_next(self.learning.confidence, self.learning.costs.tables["model"], confidences, aligned)
+    def takes_next(self, confidences: Sequence[float], aligned: int, wanted: int) -> bool:
+        model = self._current
+        alpha = model.acceptance.alpha if model else self.learning.model_acceptance.alpha_without(0, 0)
+        return takes_next(self.learning.confidence, self.learning.costs.tables["model"], confidences, aligned, wanted,
+                          alpha)
 
     def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:
         self.learning.confidence.observe(confidences, held, verified)
