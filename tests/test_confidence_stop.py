@@ -99,6 +99,12 @@ def test_the_first_token_is_always_taken() -> None:
     assert takes_next(ConfidenceCalibration(), _costs(COMPUTE_BOUND), [0.01], aligned=0, wanted=8, alpha=ALPHA)
 
 
+def test_a_draft_that_gives_the_target_no_token_yet_goes_on() -> None:
+    """Stopped there, it would leave nothing to verify (a model whose draft comes back empty is a miss: its time
+    spent, its event's figure lowered)."""
+    assert takes_next(ConfidenceCalibration(), _costs(COMPUTE_BOUND), [0.97, 0.01], aligned=0, wanted=8, alpha=ALPHA)
+
+
 def test_the_gate_and_the_triggers_stop_by_what_they_learned(tmp_path: Path) -> None:
     """Both policies judge the next token by their own calibration and cycle costs, and learn from each draft's
     outcome: after the target rejected every unsure token, a draft no longer takes one."""
