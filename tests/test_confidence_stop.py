@@ -31,10 +31,10 @@ def _costs(profile: VerifyProfile) -> CycleCosts:
     return costs
 
 
-def test_before_any_draft_a_token_is_judged_kept_about_as_often_as_the_drafter_is_sure() -> None:
+def test_before_any_draft_a_token_is_judged_kept_as_the_default_drafter_s_were_and_the_surer_the_likelier() -> None:
     calibration = ConfidenceCalibration()
-    for confidence in (0.1, 0.4, 0.6, 0.85, 0.99):
-        assert calibration.acceptance(confidence) == pytest.approx(confidence, abs=0.1)
+    figures = [calibration.acceptance(c) for c in (0.1, 0.4, 0.6, 0.75, 0.85, 0.92, 0.99)]
+    assert figures == list(PRIOR) and figures == sorted(figures)
 
 
 def test_what_the_target_kept_moves_the_figure_of_tokens_that_sure_and_no_other() -> None:
