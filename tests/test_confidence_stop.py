@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ds4spec.core.drafting import DraftContext
 from ds4spec.policy.confidence import EDGES, PRIOR, REMEMBERED, ConfidenceCalibration, takes_next
 from ds4spec.policy.gate import CycleCosts, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
@@ -19,6 +20,7 @@ MEMORY_BOUND = VerifyProfile({1: 1.0, 2: 1.15, 3: 1.27, 4: 1.52, 6: 1.68, 8: 1.8
 COMPUTE_BOUND = VerifyProfile({1: 1.0, 2: 1.90, 3: 2.66, 4: 3.33, 6: 4.80, 8: 7.48, 12: 9.32, 16: 9.27}, "measured")
 STEP = 0.2  # seconds
 ALPHA = 0.7  # the policy's figure for the tokens after the next
+RATE = 1.5 / 0.2  # tokens a second the policy expects of its cycles: 1.5 a plain step
 DRAFTED_TOKEN = 0.01  # seconds of the drafter's forward pass, 0.05 plain steps (SmolLM2 beside the F32 target)
 
 
@@ -29,6 +31,10 @@ def _costs(profile: VerifyProfile) -> CycleCosts:
     for k in range(1, 9):
         costs.observe(k, STEP * profile.ratio(k) + DRAFTED_TOKEN * k)
     return costs
+
+
+def _takes(costs: CycleCosts, confidences: list[float], aligned: int, *, wanted: int = 8, alpha: float = ALPHA) -> bool:
+    return takes_next(ConfidenceCalibration(), costs, confidences, aligned, wanted, alpha, RATE)
 
 
 def test_before_any_draft_a_token_is_judged_kept_as_the_default_drafter_s_were_and_the_surer_the_likelier() -> None:
@@ -67,21 +73,19 @@ def test_a_long_session_still_follows_a_drifting_drafter() -> None:
 
 
 def test_a_sure_draft_goes_on() -> None:
-    assert takes_next(ConfidenceCalibration(), _costs(MEMORY_BOUND), [0.97] * 6, aligned=5, wanted=8, alpha=ALPHA)
+    assert _takes(_costs(MEMORY_BOUND), [0.97] * 6, 5)
 
 
 def test_a_draft_whose_first_token_is_doubtful_stops_at_once() -> None:
     """Its next tokens can win little: the whole draft stands on the first (a 15-token draft whose first token was
     wrong cost 2.3 plain steps for one token)."""
-    assert not takes_next(ConfidenceCalibration(), _costs(MEMORY_BOUND), [0.25, 0.6], aligned=1, wanted=8, alpha=ALPHA)
+    assert not _takes(_costs(MEMORY_BOUND), [0.25, 0.6], 1)
 
 
 def test_an_unsure_token_after_sure_ones_is_taken_where_a_wider_pass_is_nearly_free_and_not_where_it_is_dear() -> None:
     confidences = [0.97, 0.97, 0.97, 0.4]
-    assert takes_next(ConfidenceCalibration(), _costs(MEMORY_BOUND), confidences, aligned=3, wanted=8,
-                      alpha=ALPHA)
-    assert not takes_next(ConfidenceCalibration(), _costs(COMPUTE_BOUND), confidences, aligned=3, wanted=8,
-                          alpha=ALPHA)
+    assert _takes(_costs(MEMORY_BOUND), confidences, 3)
+    assert not _takes(_costs(COMPUTE_BOUND), confidences, 3)
 
 
 def test_going_on_is_judged_over_the_tokens_after_the_next_too() -> None:
@@ -90,19 +94,26 @@ def test_going_on_is_judged_over_the_tokens_after_the_next_too() -> None:
     policy's figure), not when only the next one is counted."""
     confidences = [0.97, 0.35, 0.97]
     costs = _costs(MEMORY_BOUND)
-    assert takes_next(ConfidenceCalibration(), costs, confidences, aligned=2, wanted=8, alpha=0.9)
-    assert not takes_next(ConfidenceCalibration(), costs, confidences, aligned=2, wanted=8, alpha=0.0)
-    assert not takes_next(ConfidenceCalibration(), costs, confidences, aligned=2, wanted=3, alpha=0.9)  # no room
+    assert _takes(costs, confidences, 2, alpha=0.9)
+    assert not _takes(costs, confidences, 2, alpha=0.0)
+    assert not _takes(costs, confidences, 2, wanted=3, alpha=0.9)  # no room
+
+
+def test_the_bar_a_longer_draft_must_clear_is_the_rate_the_policy_expects_of_its_cycles() -> None:
+    """An unsure token is worth drafting where the policy's cycles bring tokens slowly, not where they are fast."""
+    calibration, costs, confidences = ConfidenceCalibration(), _costs(MEMORY_BOUND), [0.97, 0.45]
+    assert takes_next(calibration, costs, confidences, 1, 8, ALPHA, RATE)
+    assert not takes_next(calibration, costs, confidences, 1, 8, ALPHA, 2 * RATE)
 
 
 def test_the_first_token_is_always_taken() -> None:
-    assert takes_next(ConfidenceCalibration(), _costs(COMPUTE_BOUND), [0.01], aligned=0, wanted=8, alpha=ALPHA)
+    assert _takes(_costs(COMPUTE_BOUND), [0.01], 0)
 
 
 def test_a_draft_that_gives_the_target_no_token_yet_goes_on() -> None:
     """Stopped there, it would leave nothing to verify (a model whose draft comes back empty is a miss: its time
     spent, its event's figure lowered)."""
-    assert takes_next(ConfidenceCalibration(), _costs(COMPUTE_BOUND), [0.97, 0.01], aligned=0, wanted=8, alpha=ALPHA)
+    assert _takes(_costs(COMPUTE_BOUND), [0.97, 0.01], 0)
 
 
 def test_the_gate_and_the_triggers_stop_by_what_they_learned(tmp_path: Path) -> None:
@@ -110,8 +121,11 @@ def test_the_gate_and_the_triggers_stop_by_what_they_learned(tmp_path: Path) -> 
     outcome: after the target rejected every unsure token, a draft no longer takes one."""
     gate = GatedPolicy(8, _costs(MEMORY_BOUND))
     learning = TriggerLearning(MEMORY_BOUND)
+    learning.costs.observe_plain(STEP)
     learning.costs.tables["model"] = _costs(MEMORY_BOUND)
     triggers = TriggerPolicy(load_rulebook(user_dir=tmp_path), "python", 8, ("lookup", "model"), learning)
+    triggers.begin(DraftContext(text=b"def total(xs):\n    return sum("))
+    triggers.draft_length()  # the event the draft is made at
     confidences = [0.97, 0.97, 0.97, 0.6]
     for policy in (gate, triggers):
         assert policy.takes_next(confidences, aligned=3, wanted=8)

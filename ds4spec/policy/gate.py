@@ -420,7 +420,9 @@ class GatedPolicy(DraftPolicy):
             self.acceptance.observe(drafted, accepted)
 
     def takes_next(self, confidences: Sequence[float], aligned: int, wanted: int) -> bool:
-        return takes_next(self.confidence, self.costs, confidences, aligned, wanted, self.acceptance.alpha)
+        alpha = self.acceptance.alpha
+        rate = max(self.costs.best(alpha, tuple(self.costs.ranked_lengths(self.draft_max)))[1], self.expected_rate(0))
+        return takes_next(self.confidence, self.costs, confidences, aligned, wanted, alpha, rate)
 
     def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:
         self.confidence.observe(confidences, held, verified)

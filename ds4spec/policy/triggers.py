@@ -503,10 +503,12 @@ class TriggerPolicy(DraftPolicy):
         return (longer[0] if k == measured[-1] and longer else k), rate
 
     def takes_next(self, confidences: Sequence[float], aligned: int, wanted: int) -> bool:
-        model = self._current
-        alpha = model.acceptance.alpha if model else self.learning.model_acceptance.alpha_without(0, 0)
-        return takes_next(self.learning.confidence, self.learning.costs.tables["model"], confidences, aligned, wanted,
-                          alpha)
+        model, plain = self._current, self.learning.costs.plain_step()
+        if model is None or plain is None:
+            return True
+        table = self.learning.costs.tables["model"]
+        rate = max(self._best_when_drafted(model, "model")[1], 1.0 / plain)
+        return takes_next(self.learning.confidence, table, confidences, aligned, wanted, model.acceptance.alpha, rate)
 
     def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:
         self.learning.confidence.observe(confidences, held, verified)
