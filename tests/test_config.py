@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ds4spec.cli import build_parser
+from ds4spec.engine.loading import spec_settings
 from ds4spec.engine.options import settings_from_args
 from ds4spec.engine.settings import Settings, load_settings
 from ds4spec.errors import UsageError
@@ -64,3 +65,15 @@ def test_a_fixed_draft_length_is_one_setting_for_every_command(argv: list[str], 
     monkeypatch.setenv("DS4SPEC_CONFIG", str(tmp_path / "absent.toml"))
     assert settings_from_args(build_parser().parse_args(argv)).draft_fixed is True
     assert settings_from_args(build_parser().parse_args(argv[:1])).draft_fixed is False
+
+
+@pytest.mark.parametrize("command", ["complete", "chat", "serve", "bench"])
+def test_the_confidence_stop_is_on_unless_turned_off_and_reaches_the_loop(command: str, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DS4SPEC_CONFIG", str(tmp_path / "absent.toml"))
+    on = settings_from_args(build_parser().parse_args([command]))
+    off = settings_from_args(build_parser().parse_args([command, "--no-confidence-stop"]))
+    assert spec_settings(on).confidence_stop is True and spec_settings(off).confidence_stop is False
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("confidence_stop = false\n")
+    assert load_settings(env={}, path=cfg).confidence_stop is False
