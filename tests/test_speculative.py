@@ -212,8 +212,12 @@ def test_the_policy_ends_a_model_draft_and_hears_which_of_its_tokens_were_kept(
     spec, cycles, guarded = run_spec(target, drafter, request, prompt, policy=policy, confidence_stop=stop)
     assert_lossless(target, request, plain, spec)
     assert len(policy.outcomes) == len(cycles) > 0  # every draft here is the model's
-    assert all(held <= verified <= len(confidences) for confidences, held, verified in policy.outcomes)
-    assert sum(held for _, held, _ in policy.outcomes) > 0
+    for (confidences, held, verified), cycle in zip(policy.outcomes, cycles, strict=True):
+        assert 0 <= held <= verified <= len(confidences)
+        if not cycle.accepted:
+            assert held == 0  # none of its tokens' text was kept
+        if cycle.accepted == cycle.drafted:
+            assert held == verified  # all that was verified was kept
     longest = max(len(confidences) for confidences, _, _ in policy.outcomes)
     if stop:
         assert longest == 2 and policy.asked

@@ -294,11 +294,13 @@ class _Cycle:
         return draft, k, proposal.source, time.perf_counter() - t0, proposal.sync_seconds, propose_seconds
 
     def _observe_confidences(self, draft: list[int], accepted: int) -> None:
-        """Tells the policy which of the model's tokens the target kept: those whose text the accepted tokens cover."""
+        """Tells the policy which of the model's tokens the target kept: those whose text the accepted tokens cover.
+        A healed first token that only finished the committed text was not judged."""
         ends = self.proposal.ends
+        judged = bisect_right(ends, 0)
         held = bisect_right(ends, len(self.tok.detokenize(draft[:accepted])))
         verified = bisect_right(ends, len(self.tok.detokenize(draft)))
-        self.policy.observe_confidences(self.proposal.confidences, held, verified)
+        self.policy.observe_confidences(self.proposal.confidences[judged:], held - judged, verified - judged)
 
     def _verify(self, rows: np.ndarray, draft: list[int]) -> Verdict:
         last_n = self.request.sampling.repeat_last_n

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 from abc import abstractmethod
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -246,7 +247,7 @@ class ModelDrafter(Drafter):
         confidences: list[float] = []
         ends: list[int] = []
         text = b""
-        while not self._is_stop(top) and (not out or self._takes(prob, confidences, worth, text)):
+        while not self._is_stop(top) and (not out or self._takes(prob, confidences, ends, worth, text)):
             out.append(top)
             confidences.append(prob)
             text += self._piece(top)[written:]
@@ -266,13 +267,15 @@ class ModelDrafter(Drafter):
         return Draft(self._unfinished_removed(text), "model", drafter_tokens=len(out), confidences=tuple(confidences),
                      ends=tuple(max(0, end - finished) for end in ends))
 
-    def _takes(self, prob: float, confidences: list[float], worth: Worth | None, text: bytes) -> bool:
-        """Whether a draft whose tokens so far had ``confidences`` and wrote ``text`` takes a next token of
+    def _takes(self, prob: float, confidences: list[float], ends: list[int], worth: Worth | None, text: bytes) -> bool:
+        """Whether a draft whose tokens so far had ``confidences`` and ``ends`` and wrote ``text`` takes a next token of
         probability ``prob``: ``worth`` is not asked while the draft has written nothing new (a healed token may only
-        finish the committed text), as stopping there would leave no draft at all."""
+        finish the committed text), as stopping there would leave no draft at all, and is not told of such tokens."""
         if prob < self.p_min:
             return False
-        return worth is None or not self._unfinished_removed(text) or worth([*confidences, prob])
+        if worth is None or not self._unfinished_removed(text):
+            return True
+        return worth([*confidences[bisect_right(ends, 0):], prob])
 
     def _hopeless(self, text: bytes) -> bool:
         """Whether the draft failed to finish the unfinished character it continues: nothing after can be used."""

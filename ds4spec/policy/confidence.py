@@ -17,20 +17,22 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ds4spec.policy.gate import CycleCosts
+from typing import Protocol
 
 EDGES = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95)  # bins of the drafter's probability
 # A bin's acceptance before any is seen: SmolLM2's, the default drafter's, on those twelve prompts (0.65 from 0.7 to
-# 0.8 made 0.72, between its neighbours). With each bin's middle instead, fresh policies on unseen prompts, which learn
-# little in one answer, cut drafts that would have paid: the triggers drafted 0.76 tokens a pass at comments against
-# 1.24 without a stop, at the same acceptance.
+# 0.8 made 0.72, between its neighbours). A fresh policy (one `ds4spec complete`) learns little in one answer, and each
+# bin's middle would put the middle bins a tenth below what that drafter's tokens get; another drafter's are learned.
 PRIOR = (0.26, 0.47, 0.68, 0.72, 0.81, 0.91, 0.94)
 PRIOR_TOKENS = 4.0  # the prior counts as this many tokens
 LOOKAHEAD = 64  # the most drafter tokens ahead a draft's going on is judged over
 REMEMBERED = 200.0  # a bin's tokens past this weigh less and less: a long session's drafter may drift
+
+
+class CycleCosts(Protocol):
+    """Seconds a cycle drafting ``k`` tokens costs (``ds4spec.policy.gate.CycleCosts``, which imports this)."""
+
+    def cost(self, k: int) -> float: ...
 
 
 class ConfidenceCalibration:

@@ -25,9 +25,10 @@ _observe = speculative._Cycle._observe_confidences
 
 def observe(self: speculative._Cycle, draft: list[int], accepted: int) -> None:
     ends = self.proposal.ends
-    held = bisect_right(ends, len(self.tok.detokenize(draft[:accepted])))
-    verified = bisect_right(ends, len(self.tok.detokenize(draft)))
-    for i, confidence in enumerate(self.proposal.confidences[: min(verified, held + 1)]):
+    judged = bisect_right(ends, 0)  # a healed first token that only finished the committed text was not judged
+    held = bisect_right(ends, len(self.tok.detokenize(draft[:accepted]))) - judged
+    verified = bisect_right(ends, len(self.tok.detokenize(draft))) - judged
+    for i, confidence in enumerate(self.proposal.confidences[judged:][: min(verified, held + 1)]):
         b = bisect_right(EDGES, confidence)
         SEEN[b] += 1
         KEPT[b] += i < held
