@@ -38,9 +38,9 @@ def add_speculation_options(parser: argparse.ArgumentParser) -> None:
                    "on from the committed tokens as they are, without choosing the last one again (default: "
                    "it does, at no extra forward pass: see docs/speculation.md)")
     g.add_argument("--no-confidence-stop", dest="confidence_stop", action="store_const", const=False,
-                   help="a model's draft runs to the length the policy asked for (default: it stops before a "
-                   "token whose probability, by what such tokens were kept so far, would lower the expected "
-                   "rate: see docs/speculation.md)")
+                   help="a model's draft runs to the length the policy asked for (default: it stops where, by "
+                   "the drafter's own probability of its next tokens and how often the target kept such tokens, "
+                   "going on would not pay: see docs/speculation.md)")
     g.add_argument("--warmup", type=int, metavar="N", help="draft only once the context holds N tokens, "
                    "prompt included (default 32)")
     g.add_argument("--draft-deadline", type=float, metavar="S", help="a drafter slower than S seconds for one "
@@ -83,8 +83,7 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 _SETTING_FLAGS = (
     "target", "ctx", "threads", "gpu_layers", "batch", "max_tokens", "temperature", "top_k", "top_p", "min_p",
     "repeat_penalty", "seed", "stop", "pair", "draft", "draft_max", "draft_backend", "p_min", "heal", "confidence_stop",
-    "warmup",
-    "draft_deadline", "draft_threads", "cost_check", "draft_fixed", "triggers", "trigger_files", "language",
+    "warmup", "draft_deadline", "draft_threads", "cost_check", "draft_fixed", "triggers", "trigger_files", "language",
 )
 
 

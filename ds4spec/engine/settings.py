@@ -31,7 +31,7 @@ class Settings:
     draft_backend: str | None = None  # llama or torch for a model drafter; None: the pair's choice (else llama)
     p_min: float = 0.3  # a model drafter stops when its top probability falls below this
     heal: bool = True  # a model drafter chooses the committed text's last token again (``drafters.healing``)
-    confidence_stop: bool = True  # a model's draft stops where its next token would lower the expected rate
+    confidence_stop: bool = True  # a model's draft stops where going on would not pay (``policy.confidence``)
     warmup: int = 32  # speculation starts once the context holds this many tokens (prompt included)
     draft_deadline: float = 2.0  # seconds; a drafter slower than this for one proposal is benched
     draft_threads: int | None = None  # CPU threads of a model drafter; None: see ``loading.drafter_threads``

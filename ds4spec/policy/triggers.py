@@ -22,7 +22,8 @@ it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote si
 the cycle that asks it (in prose, by share), the prompt's first read to the share of the answer that cycle is
 expected to write. Where a rule says not to draft (prose), a model whose drafts pay even at the acceptance such text
 gets is tried there at once. What it learns lives in ``TriggerLearning``, which an engine keeps across generations:
-a chat's tenth answer starts from what the first nine taught.
+a chat's tenth answer starts from what the first nine taught. A model's draft stops short of the length chosen
+where, by the drafter's own probability of its next tokens, going on would not pay (``ds4spec.policy.confidence``).
 """
 
 from __future__ import annotations
