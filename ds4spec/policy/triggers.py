@@ -175,6 +175,9 @@ class TriggerPolicy(DraftPolicy):
         self._read = 0.0  # seconds the drafter spent reading before this cycle's draft
         self.copies = CopyWatch(self.learning.lookup)
         self._rate_bound: tuple[object, float] = (None, 0.0)  # lookup's best rate, with what it was computed from
+        # The model's best rate at this cycle's event, the bar its draft's next tokens must clear (``takes_next``):
+        # asked before each of the draft's tokens, and unchanged until the cycle is observed (20 us a token).
+        self._stop_rate: float | None = None
 
     def begin(self, context: DraftContext) -> None:
         # A chat answer is written from nothing; a completion continues its prompt text.
@@ -194,6 +197,7 @@ class TriggerPolicy(DraftPolicy):
         self._read = seconds
 
     def draft_length(self) -> int:
+        self._stop_rate = None
         self._unread_asked = (self._prompt_unread, self._unread)
         self.copies.look(prose=self.tracker.family_in_force.prose)  # inside a fence, the fenced language's
         if self._lookup_idle():
@@ -507,9 +511,11 @@ class TriggerPolicy(DraftPolicy):
         model, plain = self._current, self.learning.costs.plain_step()
         if model is None or plain is None:
             return True
+        if self._stop_rate is None:
+            self._stop_rate = max(self._best_when_drafted(model, "model")[1], 1.0 / plain)
         table = self.learning.costs.tables["model"]
-        rate = max(self._best_when_drafted(model, "model")[1], 1.0 / plain)
-        return takes_next(self.learning.confidence, table, confidences, aligned, wanted, model.acceptance.alpha, rate)
+        return takes_next(self.learning.confidence, table, confidences, aligned, wanted, model.acceptance.alpha,
+                          self._stop_rate)
 
     def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:
         self.learning.confidence.observe(confidences, held, verified)
