@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ds4spec.policy.reading import ReadingCosts
+from ds4spec.policy.reading import ReadingCosts, shared_prefix
 
 
 def test_nothing_read_yet_costs_nothing() -> None:
@@ -36,3 +36,10 @@ def test_recent_reads_weigh_most() -> None:
     for _ in range(20):
         reading.observe(100, 0.02)  # the machine got faster
     assert reading.cost(100) < 0.03
+
+
+@pytest.mark.parametrize(("a", "b", "shared"), [
+    (b"", b"abc", 0), (b"abc", b"abc", 3), (b"abcdef", b"abcxyz", 3), (b"abc", b"abcdef", 3), (b"xbc", b"abc", 0),
+])
+def test_shared_prefix_is_the_longest_common_start(a: bytes, b: bytes, shared: int) -> None:
+    assert shared_prefix(a, b) == shared == shared_prefix(b, a)

@@ -356,11 +356,25 @@ def warm_up(target: LlamaTarget, plans: Iterable[ModePlan], task: Task | None) -
             target.rollback(base)
     if task is None:
         return
+    task = warm_up_task(task)
     request = GenerationRequest(task.prompt_tokens(target), WARM_UP_TOKENS, SamplingSettings(), task.stop)
     for plan in plans:
         target.reset()
         _last(generate_speculative(target, plan.drafter, request, task.draft_context(), spec_settings(plan.settings),
                                    policy=plan.fresh_policy(task)))
+
+
+WARM_UP_MARK = "# warm-up\n"
+
+
+def warm_up_task(task: Task) -> Task:
+    """``task`` with a line before its prompt, so that a model drafter's cache keeps nothing of the prompt after the
+    warm-up: on the measured run's first prompt it read the prompt in 1 ms where it took 0.19 s before (F32 pair,
+    SmolLM2), a read the first answer was not charged and the triggers learned as one of all the prompt's bytes."""
+    if task.messages:
+        first, *rest = task.messages
+        return replace(task, messages=(replace(first, content=WARM_UP_MARK + first.content), *rest))
+    return replace(task, text=WARM_UP_MARK + (task.text or ""))
 
 
 def _last(events: object) -> Finished:

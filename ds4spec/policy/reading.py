@@ -11,6 +11,8 @@ grows with the text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 DECAY = 0.9  # weight of a read after each newer one: a few dozen reads make the fit
 
 
@@ -47,3 +49,36 @@ class ReadingCosts:
     def cost(self, nbytes: int) -> float:
         fixed, per_byte = self.fit()
         return fixed + per_byte * nbytes
+
+
+@dataclass(slots=True)
+class ReadText:
+    """What a model drafter has read, as far as its policy can tell: a generation's prompt (its messages' contents,
+    joined by new lines) and the first ``read`` bytes of the answer after it. Its cache keeps the prefix a new prompt
+    shares with that text (a chat's earlier turns, an editor's file) and reads only the rest: charged all of the
+    prompt, a chat's later turns priced the model's first read of each answer whole, and learned the few milliseconds
+    it took as a read of every byte (F32 pair, a prompt the drafter held: 652 bytes in 1.3 ms), after which each
+    later read was priced at the average read (30 to 50 ms, 0.15 to 0.25 plain steps, against the 8 ms of a pass)."""
+
+    prompt: bytes
+    answer: bytearray
+    read: int = 0
+    chat: bool = False
+
+    def unread_of(self, prompt: bytes) -> int:
+        """How many bytes of ``prompt`` follow the prefix it shares with this text."""
+        held = self.prompt + (b"\n" if self.chat else b"") + bytes(self.answer[: self.read])
+        return len(prompt) - shared_prefix(held, prompt)
+
+
+def shared_prefix(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix of ``a`` and ``b`` (slices compared in C: a chat's history in
+    microseconds)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
