@@ -310,10 +310,10 @@ def test_before_any_answer_s_length_is_known_the_prompt_s_read_is_spread_over_as
     assert policy._reading(5) == pytest.approx(20.0 * 5 / 2000)  # two thousand tokens in, a tiny share
 
 
-def _chat_turn(learning: TriggerLearning, messages: list[ChatMessage], answer: bytes) -> TriggerPolicy:
+def _chat_turn(book: RuleBook, learning: TriggerLearning, messages: list[ChatMessage], answer: bytes) -> None:
     """A chat turn whose model is asked at its first cycle (reading the prompt in the time ``learning`` predicts) and
     again after ``answer`` was written."""
-    policy = TriggerPolicy(_BOOK_FOR_CHAT[0], "markdown", 16, ("model",), learning)
+    policy = TriggerPolicy(book, "markdown", 16, ("model",), learning)
     policy.begin(DraftContext(messages=messages))
     for text in (b"", answer):
         policy.extend(text)
@@ -321,10 +321,6 @@ def _chat_turn(learning: TriggerLearning, messages: list[ChatMessage], answer: b
         seconds = learning.reading.cost(policy._prompt_unread + policy._unread)
         policy.observe_reading(seconds)
         policy.observe(2, 2, 1, 1.0 + seconds, "model")
-    return policy
-
-
-_BOOK_FOR_CHAT: list[RuleBook] = []
 
 
 def test_a_chat_s_next_turn_charges_the_model_only_what_its_cache_does_not_hold(book: RuleBook) -> None:
@@ -332,14 +328,13 @@ def test_a_chat_s_next_turn_charges_the_model_only_what_its_cache_does_not_hold(
     rest. Charged every byte of the prompt, each turn priced the model's first read whole, and learned its few
     milliseconds as a read of every byte: the next reads were then priced at the average read (F32 pair: 0.15 to
     0.25 plain steps where a pass costs 0.05)."""
-    _BOOK_FOR_CHAT[:] = [book]
     question, answer, follow_up = "x" * 2000, "y" * 300, "z" * 40
     read = ReadingCosts()
     read.observe(10, 0.1 + 0.01 * 10)
     read.observe(1000, 0.1 + 0.01 * 1000)  # a read costs a tenth of a step and a hundredth per byte
     learning = TriggerLearning(MEMORY_BOUND)
     learning.reading = read
-    _chat_turn(learning, [ChatMessage("user", question)], answer.encode())
+    _chat_turn(book, learning, [ChatMessage("user", question)], answer.encode())
     turn = [ChatMessage("user", question), ChatMessage("assistant", answer), ChatMessage("user", follow_up)]
     second = TriggerPolicy(book, "markdown", 16, ("model",), learning)
     second.begin(DraftContext(messages=turn))
@@ -347,7 +342,7 @@ def test_a_chat_s_next_turn_charges_the_model_only_what_its_cache_does_not_hold(
     fresh = TriggerPolicy(book, "markdown", 16, ("model",), TriggerLearning(MEMORY_BOUND))
     fresh.begin(DraftContext(messages=turn))
     assert fresh._prompt_unread == len(question) + len(answer) + len(follow_up) + 2  # a new drafter reads it all
-    _chat_turn(learning, turn, b"")
+    _chat_turn(book, learning, turn, b"")
     assert read.cost(1000) == pytest.approx(0.1 + 0.01 * 1000, rel=0.01)  # its reads taught by the bytes read
 
 
