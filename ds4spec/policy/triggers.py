@@ -173,8 +173,7 @@ class TriggerPolicy(DraftPolicy):
         self._prompt_unread = 0  # bytes of the prompt the model has not read
         self._unread = 0  # bytes committed since the model last read
         self._unread_asked = (0, 0)  # both, when the model was last asked
-        self._answer = bytearray()  # this generation's committed text
-        self._read_text = ReadText(b"", self._answer)  # what the model will have read once asked
+        self._read_text = ReadText(b"", bytearray())  # the prompt and this generation's text, the model's read of it
         self._answer_asked = 0  # bytes of the answer when the model was last asked
         self._read = 0.0  # seconds the drafter spent reading before this cycle's draft
         self.copies = CopyWatch(self.learning.lookup)
@@ -191,15 +190,14 @@ class TriggerPolicy(DraftPolicy):
         prompt = copy_source(context)
         held = self.learning.model_text
         self._prompt_unread = held.unread_of(prompt) if held is not None else len(prompt)
-        self._answer = bytearray()
-        self._read_text = ReadText(prompt, self._answer, chat=context.text is None)
+        self._read_text = ReadText(prompt, bytearray(), chat=context.text is None)
         self._unread = 0
 
     def extend(self, committed: bytes) -> None:
         self.copies.extend(committed)
         self.tracker.extend(committed)
         self._unread += len(committed)
-        self._answer += committed
+        self._read_text.answer += committed
 
     def observe_reading(self, seconds: float) -> None:
         self._read = seconds
@@ -207,7 +205,7 @@ class TriggerPolicy(DraftPolicy):
     def draft_length(self) -> int:
         self._stop_rate = None
         self._unread_asked = (self._prompt_unread, self._unread)
-        self._answer_asked = len(self._answer)
+        self._answer_asked = len(self._read_text.answer)
         self.copies.look(prose=self.tracker.family_in_force.prose)  # inside a fence, the fenced language's
         if self._lookup_idle():
             self.event, self._current, self._asked, self.source = NO_DRAFT_PAYS, None, "any", "any"
@@ -408,14 +406,18 @@ class TriggerPolicy(DraftPolicy):
         probe's clock waited for a read that grew with every token written (run 52)."""
         best, best_rate = 0, 1.0 / plain
         for k in (n for n in self.candidates if n <= FIRST_TRY_SHORT):
-            tokens = expected_tokens(UNDRAFTED_ALPHA, k)
-            rate = tokens / (self._model_cycle(k) + self._reading(tokens))
+            rate = self._model_rate(UNDRAFTED_ALPHA, k)
             if rate > best_rate:
                 best, best_rate = k, rate
         if not best:
             return 0
         whole = self._model_cycle(best) + self.learning.reading.cost(self._prompt_unread + self._unread)
         return best if whole / plain - 1 <= BLIND_TRY_STEPS else 0
+
+    def _model_rate(self, alpha: float, k: int) -> float:
+        """Tokens a second of a model's cycle drafting ``k`` tokens at acceptance ``alpha``, its read charged."""
+        tokens = expected_tokens(alpha, k)
+        return tokens / (self._model_cycle(k) + self._reading(tokens))
 
     def _model_cycle(self, k: int) -> float:
         """Seconds of a model's cycle drafting ``k`` tokens, its read aside: as measured, with its drafted tokens at the
@@ -443,9 +445,7 @@ class TriggerPolicy(DraftPolicy):
         table = self.learning.costs.tables["lookup"]
         best, best_rate = 0, alone
         for n in sorted({k, self._best_when_drafted(model, "model")[0]}):
-            tokens = expected_tokens(model_alpha, n)
-            rate = (p * expected_tokens(lookup_alpha, n) / table.cost(n)
-                    + (1 - p) * tokens / (self._model_cycle(n) + self._reading(tokens)))
+            rate = p * expected_tokens(lookup_alpha, n) / table.cost(n) + (1 - p) * self._model_rate(model_alpha, n)
             if rate > best_rate:
                 best, best_rate = n, rate
         return best
