@@ -9,9 +9,16 @@ from __future__ import annotations
 import pytest
 
 from ds4spec.policy.gate import AcceptanceModel
-from ds4spec.policy.pooling import POOL_WEIGHT, AcceptancePool, PooledAcceptance
+from ds4spec.policy.pooling import (
+    LATER_TOKENS_PRIOR,
+    POOL_WEIGHT,
+    AcceptancePool,
+    PooledAcceptance,
+    SplitAcceptance,
+)
+from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook, load_rulebook
-from ds4spec.policy.triggers import TriggerPolicy
+from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
 
 CODE = b"def total(xs):\n    return sum(x for x in "
 COMMENT = b"def total(xs):\n    # the sum of "
@@ -136,3 +143,78 @@ def test_where_lookup_s_rare_matches_barely_pay_a_model_accepted_elsewhere_is_as
         asked.append(policy.source if k else "none")
         policy.observe(k, 0, 0, 1.0, "none")  # lookup has no match, and the model is not heard from
     assert asked[0] in ("model", "any") and "lookup" not in asked, asked  # at once, and lookup only where it matches
+
+
+# -- first tokens and later ones ----------------------------------------------------------------------------
+
+
+def _split() -> SplitAcceptance:
+    return SplitAcceptance(AcceptancePool(), AcceptancePool(LATER_TOKENS_PRIOR))
+
+
+def test_a_draft_s_first_token_and_its_later_ones_are_learned_apart() -> None:
+    """Half the drafts lose their first token, the rest are kept whole: a first token is kept half the time, a later
+    one (once the ones before were kept) almost always. One figure for both would say 0.77."""
+    event = _split()
+    for _ in range(10):
+        event.observe(3, 0)
+        event.observe(3, 3)
+    assert event.first == pytest.approx(0.5, abs=0.05)
+    assert event.alpha > 0.9
+
+
+def test_later_tokens_not_yet_seen_are_taken_to_be_kept_as_a_model_s_were() -> None:
+    """One-token drafts show nothing of the later tokens: their figure stays at the prior, SmolLM2's measured one,
+    while the first tokens' follows the drafts."""
+    event = _split()
+    for _ in range(10):
+        event.observe(1, 1)
+        event.observe(1, 0)
+    assert event.alpha == pytest.approx(LATER_TOKENS_PRIOR) and event.first == pytest.approx(0.5, abs=0.05)
+
+
+def test_kept_one_token_drafts_leave_the_later_figure_no_lower_than_the_first_s() -> None:
+    """Three unlucky longer drafts put the later tokens' figure at a third; one-token drafts, all kept since, teach it
+    nothing: without the floor the event would stay at one token a draft for good."""
+    event = _split()
+    for _ in range(3):
+        event.observe(3, 1)
+    assert event.later_tokens.alpha < 0.4
+    for _ in range(20):
+        event.observe(1, 1)
+    assert event.alpha == event.first > 0.8
+
+
+# Run 58's F32 pair on the AMD EPYC machine: a pass over n tokens, in plain steps.
+F32_PROFILE = VerifyProfile({1: 1.0, 2: 1.15, 3: 1.27, 5: 1.52, 7: 1.68, 9: 1.89, 17: 2.57, 65: 7.17}, "measured")
+
+
+@pytest.mark.parametrize(("runs", "longer"), [
+    ([(1, 0)] * 3 + [(2, 2)], True),  # first tokens kept a quarter of the time, later ones always (one figure: 0.4)
+    ([(1, 0)] * 3 + [(2, 1)], False),  # a later token no more often than a first
+])
+def test_where_a_model_s_first_tokens_are_often_wrong_but_its_runs_are_right_it_drafts_more_than_one(
+    book: RuleBook, runs: list[tuple[int, int]], longer: bool
+) -> None:
+    """Measured on unseen HumanEval prompts (F32 pair, SmolLM2, one fresh policy each): 0.60 of first tokens kept,
+    0.80 of later ones, in an answer whose one figure per event fell to about one half: the triggers drafted one token
+    a cycle for 128 tokens (80 target passes, against 54 for SmolLM2 alone drafting two). Judged by one figure (0.4
+    here) one token a draft would pay best; it does where later tokens are kept no more often than first ones."""
+    policy = TriggerPolicy(book, "python", 16, ("model",), TriggerLearning(F32_PROFILE))
+    policy.tracker.begin(CODE)
+    assert policy.draft_length() == 0
+    policy.observe(0, 0, 0, 1.0, "none")
+    for k in (1, 2, 3, 4, 6, 8):
+        for _ in range(3):
+            policy.learning.costs.observe("model", k, F32_PROFILE.ratio(k) + 0.05 * k)
+    policy.tracker.begin(CODE)
+    policy.draft_length()
+    event = policy._current
+    assert event is not None
+    for _ in range(10):
+        for run in runs:
+            event.acceptance.observe(*run)
+    policy.tracker.begin(CODE)
+    k = policy.draft_length()
+    assert policy.source == "model"
+    assert k > 1 if longer else k == 1

@@ -124,14 +124,16 @@ def test_adaptation_does_not_hang_on_one_lucky_or_unlucky_run(book: RuleBook, se
 
 
 def test_each_event_follows_its_own_acceptance(book: RuleBook) -> None:
-    """The string event's fate does not move the comment event's length, and the other way round."""
+    """The string event's fate does not hold the comment event back, and the other way round: the other events'
+    figure stands in only for what an event's own drafts have not shown (``ds4spec.policy.pooling``)."""
     hopeless = Machine({COMMENT: 0.95, STRING: 0.1})
     hopeless.run(TriggerPolicy(book, "python", 16, ("model",)), 600)
     good = Machine({COMMENT: 0.95, STRING: 0.95})
     good.run(TriggerPolicy(book, "python", 16, ("model",)), 600)
     assert statistics.median(good.late(STRING)) > PRIOR["python.string"]
     assert statistics.median(hopeless.late(STRING)) == 0
-    assert statistics.median(good.late(COMMENT)) == statistics.median(hopeless.late(COMMENT))
+    assert statistics.median(hopeless.late(COMMENT)) > PRIOR["python.comment"]
+    assert statistics.median(good.late(COMMENT)) > PRIOR["python.comment"]
     both_bad = Machine({COMMENT: 0.1, STRING: 0.95})
     both_bad.run(TriggerPolicy(book, "python", 16, ("model",)), 600)
     assert statistics.median(both_bad.late(COMMENT)) == 0
@@ -544,7 +546,7 @@ def test_each_event_asks_the_source_that_pays_there(book: RuleBook, seed: int) -
 
 
 @pytest.mark.parametrize(("model_runs", "asked"), [
-    ([(5, 0), (5, 1), (5, 1), (5, 1)], "any"),  # the model's drafts: 0.43
+    ([(5, 0)] * 4 + [(5, 1)] * 3, "any"),  # the model's first tokens: 0.43 (later ones no better)
     ([(5, 0)] * 19 + [(5, 1)], "lookup"),  # 0.05
 ])
 def test_where_lookup_pays_best_but_often_finds_nothing_a_model_that_pays_takes_its_misses(
@@ -685,13 +687,16 @@ def test_end_to_end_drafting_stays_where_it_is_accepted_and_stops_elsewhere(
             rounds.append(totals)
     first, second = rounds
     code = second.pop("python.code")
-    assert code.acceptance_rate > 0.9 and code.verify_passes_with_draft >= 50, code
+    # Not every code draft is right: the drafter follows the text with a tracker of its own, and where it names
+    # another event it writes nonsense (0.85 of drafted tokens kept, over longer drafts, once a draft's first token and
+    # its later ones are learned apart; 0.94 before, in 142 cycles against 111).
+    assert code.acceptance_rate > 0.8 and code.verify_passes_with_draft >= 50, code
     assert len(second) >= 3, "the gibberish of the tiny model holds other events too"
     elsewhere = EventCounts()
     for event, counts in second.items():
         assert counts.verify_passes_with_draft <= 1 + counts.cycles // 10, (event, counts)  # a probe or so
         elsewhere.merge(counts)
-    assert elsewhere.accepted_tokens == 0 and elsewhere.cycles >= 100
+    assert elsewhere.accepted_tokens == 0 and elsewhere.cycles >= 80  # enough cycles there to show it stopped
     assert elsewhere.verify_passes_with_draft <= 0.1 * elsewhere.cycles, second
     before = sum(c.verify_passes_with_draft for e, c in first.items() if e != "python.code")
     assert before > elsewhere.verify_passes_with_draft  # the first round still tried the rules' priors

@@ -88,7 +88,8 @@ class CycleCosts:
         self._estimates: dict[int, float] = {}  # cost() of each length since the last measurement: a policy asks
         self._ranked: dict[int, list[int]] = {}  # for the same ones every cycle (triggers: 20 a cycle, 0.08 ms)
         self._estimated_at: float | None = None  # the plain step the estimates were made with
-        self._best: dict[tuple[float, tuple[int, ...]], tuple[int, float]] = {}  # best_length's answers, with them
+        # best_length's answers, with what they answer (alpha, the first token's apart, the lengths)
+        self._best: dict[tuple[float, float | None, tuple[int, ...]], tuple[int, float]] = {}
         self.version = 0  # counts the changes of any drafting length's cost: a caller may keep rates until it moves
         self._drafts_seen = 0  # measurements of drafting cycles
         self._plain_seen = 0
@@ -163,13 +164,13 @@ class CycleCosts:
         self._best.clear()
         self.version += 1
 
-    def best(self, alpha: float, lengths: tuple[int, ...]) -> tuple[int, float]:
+    def best(self, alpha: float, lengths: tuple[int, ...], first: float | None = None) -> tuple[int, float]:
         """``best_length`` without extra costs, remembered until the estimates change."""
-        key = (alpha, lengths)
+        key = (alpha, first, lengths)
         if (found := self._best.get(key)) is None:
             if len(self._best) >= BEST_MEMORY:
                 self._best.clear()
-            found = self._best[key] = _best_length(self, alpha, lengths, _no_extra)
+            found = self._best[key] = _best_length(self, alpha, lengths, _no_extra, first)
         return found
 
     def ranked_lengths(self, draft_max: int) -> list[int]:
@@ -267,13 +268,14 @@ def could_pay_on(profile: VerifyProfile, draft_cost: float, draft_max: int, alph
 
 
 def best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int],
-                extra: Callable[[float], float] | None = None) -> tuple[int, float]:
+                extra: Callable[[float], float] | None = None, first: float | None = None) -> tuple[int, float]:
     """Among ``lengths``, the one with the best expected rate ``E(k) / (cost(k) + extra(E(k)))`` (the shorter on a
     tie), and that rate; ``(0, 0.0)`` when ``lengths`` is empty. ``extra``: seconds a cycle costs besides its
-    measured cost, given the tokens it is expected to write (a drafter's read of unseen text)."""
+    measured cost, given the tokens it is expected to write (a drafter's read of unseen text); ``first``: the
+    acceptance of a draft's first token where it differs from the later tokens' ``alpha`` (``expected_tokens``)."""
     if extra is None:
-        return costs.best(alpha, tuple(lengths))
-    return _best_length(costs, alpha, lengths, extra)
+        return costs.best(alpha, tuple(lengths), first)
+    return _best_length(costs, alpha, lengths, extra, first)
 
 
 def _no_extra(tokens: float) -> float:
@@ -281,10 +283,10 @@ def _no_extra(tokens: float) -> float:
 
 
 def _best_length(costs: CycleCosts, alpha: float, lengths: Iterable[int],
-                 extra: Callable[[float], float]) -> tuple[int, float]:
+                 extra: Callable[[float], float], first: float | None = None) -> tuple[int, float]:
     best, best_rate = 0, 0.0
     for k in lengths:
-        tokens = expected_tokens(alpha, k)
+        tokens = expected_tokens(alpha, k, first)
         rate = tokens / (costs.cost(k) + extra(tokens))
         if rate > best_rate:
             best, best_rate = k, rate
@@ -324,9 +326,12 @@ class AcceptanceModel:
             self._trials = weight
 
 
-def expected_tokens(alpha: float, k: int) -> float:
-    """Committed tokens per cycle for a draft of k tokens: accepted ones plus the target's own."""
-    return float(k + 1) if alpha >= 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+def expected_tokens(alpha: float, k: int, first: float | None = None) -> float:
+    """Committed tokens per cycle for a draft of k tokens: accepted ones plus the target's own. Each token is kept
+    with probability ``alpha`` once the ones before it were, the first with ``first`` where that is given apart."""
+    if first is None:
+        return float(k + 1) if alpha >= 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+    return 1.0 + first * (float(k) if alpha >= 1 else (1 - alpha ** k) / (1 - alpha))
 
 
 def candidate_lengths(draft_max: int) -> list[int]:

@@ -2,28 +2,28 @@
 
 Each cycle the tracker names the event (``python.newline``, ``markdown.prose``, ...). Its rule gives the prior: the
 length to try first and which drafter to ask (lookup, model, or hybrid: lookup when it has a match, else the model).
-Data then moves it: the policy keeps ``alpha`` (the chance a drafted token is accepted given the ones before were)
-per event for the model (drawn toward its figure at the other events while the event's own drafts are few and all of
-this answer: ``ds4spec.policy.pooling``), and for lookup once for all events, with per event how often lookup has a
-match at all; and per source and length the measured wall time of whole cycles (shared by all events: a cycle's cost
-does not depend on the syntax). Whether lookup's copy is right depends on whether the answer copies its input (an
-edited file, a quoted passage), which holds across the syntax of one answer; learned per event, its acceptance was
-split into small samples and its drafts stayed short (measured on the F16 pair's edits: 2.39x against 3.34x for
-lookup alone, whose one gate learned from all its drafts). What does matter is whether the text is copying its
-prompt at the moment: lookup's acceptance is learned apart there (``ds4spec.policy.copying``). A lookup miss costs
-nothing, so where lookup and the model compete, lookup is worth its match rate times its rate when it matches, plus
-a plain step's rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
-(``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one length
-above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
-probes again with back-off so that an event that starts to pay is noticed (per event; lookup alone, whose figure is
-one for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any
-event, the event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits its turn must first read the text
-it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is charged to
-the cycle that asks it (in prose, by share), the prompt's first read to the share of the answer that cycle is
-expected to write. Where a rule says not to draft (prose), a model whose drafts pay even at the acceptance such text
-gets is tried there at once. What it learns lives in ``TriggerLearning``, which an engine keeps across generations:
-a chat's tenth answer starts from what the first nine taught. A model's draft stops short of the length chosen
-where, by the drafter's own probability of its next tokens, going on would not pay (``ds4spec.policy.confidence``).
+Data then moves it: the policy keeps ``alpha`` (the chance a drafted token is accepted given the ones before were) per
+event for the model (a draft's first token apart from its later ones, each drawn toward its figure at the other events
+while the event's own drafts are few and all of this answer: ``ds4spec.policy.pooling``), and for lookup once for all
+events, with per event how often lookup has a match at all; and per source and length the measured wall time of whole
+cycles (shared by all events: a cycle's cost does not depend on the syntax). Whether lookup's copy is right depends on
+whether the answer copies its input (an edited file, a quoted passage), which holds across the syntax of one answer;
+learned per event, its acceptance was split into small samples and its drafts stayed short (measured on the F16 pair's
+edits: 2.39x against 3.34x for lookup alone, whose one gate learned from all its drafts). What does matter is whether
+the text is copying its prompt at the moment: lookup's acceptance is learned apart there (``ds4spec.policy.copying``). A
+lookup miss costs nothing, so where lookup and the model compete, lookup is worth its match rate times its rate when it
+matches, plus a plain step's rate the rest of the time. It drafts the length with the best expected rate ``E(k) /
+cost(k)`` (``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one
+length above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
+probes again with back-off so that an event that starts to pay is noticed (per event; lookup alone, whose figure is one
+for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any event, the
+event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits its turn must first read the text it has not seen
+(``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is charged to the cycle that asks it
+(in prose, by share), the prompt's first read to the share of the answer that cycle is expected to write. Where a rule
+says not to draft (prose), a model whose drafts pay even at the acceptance such text gets is tried there at once. What
+it learns lives in ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer starts from what
+the first nine taught. A model's draft stops short of the length chosen where, by the drafter's own probability of its
+next tokens, going on would not pay (``ds4spec.policy.confidence``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from ds4spec.policy.gate import (
     candidate_lengths,
     expected_tokens,
 )
-from ds4spec.policy.pooling import AcceptancePool, PooledAcceptance
+from ds4spec.policy.pooling import LATER_TOKENS_PRIOR, AcceptancePool, SplitAcceptance
 from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ReadingCosts, ReadText
@@ -105,9 +105,10 @@ class SourceCosts:
 class EventModel:
     """What is known of one event: acceptance per source, and when to probe again while it does not pay."""
 
-    def __init__(self, rule: Rule, pool: AcceptancePool) -> None:
+    def __init__(self, rule: Rule, first: AcceptancePool, later: AcceptancePool) -> None:
         self.rule = rule
-        self.acceptance = PooledAcceptance(pool)  # the model's drafts here (drawn toward the others' while all new)
+        # The model's drafts here, first tokens and later ones apart (each drawn toward the others' while all new).
+        self.acceptance = SplitAcceptance(first, later)
         self.matches = AcceptanceModel()  # how often lookup, asked here, had a draft at all
         self.attempts = dict.fromkeys(SOURCES, 0)  # cycles that asked each source for a draft
         self.probing = ProbeBackoff()
@@ -128,7 +129,9 @@ class TriggerLearning:
         self.answer_tokens: float | None = None  # tokens an answer holds, on average
         self.written = 0  # tokens committed in this generation
         self.events: dict[str, EventModel] = {}
-        self.model_acceptance = AcceptancePool()  # the model's drafts at every event (``ds4spec.policy.pooling``)
+        # The model's drafts at every event (``ds4spec.policy.pooling``): their first tokens, and the later ones.
+        self.model_first_tokens = AcceptancePool()
+        self.model_later_tokens = AcceptancePool(LATER_TOKENS_PRIOR)
         self.lookup = LookupAcceptance()  # lookup's drafts, at every event
         self.lookup_drafts = 0  # in this generation
         # When to probe lookup alone again where its figure says no: one clock an answer, as its figure is one for
@@ -154,7 +157,7 @@ class TriggerLearning:
         if key not in self.events or self.events[key].rule != rule:
             if key in self.events:
                 self.events[key].acceptance.retire()
-            self.events[key] = EventModel(rule, self.model_acceptance)
+            self.events[key] = EventModel(rule, self.model_first_tokens, self.model_later_tokens)
         return self.events[key]
 
 
@@ -296,7 +299,7 @@ class TriggerPolicy(DraftPolicy):
         # judged only by its first try once no source here pays, it was never asked at a code line where lookup's
         # rare matches paid a plain step's rate and 5% more (unseen HumanEval prompts, F32 pair: 10 passes for a
         # 14-token answer against SmolLM2 alone's 6).
-        seen_elsewhere = self.learning.model_acceptance.trials > 0 and model.rule.length > 0
+        seen_elsewhere = self.learning.model_first_tokens.trials > 0 and model.rule.length > 0
         for source in (s for s in allowed if model.attempts[s] or (s == "lookup" and in_copy)
                        or (s == "model" and seen_elsewhere)):
             if model.attempts[source] or source == "model":
@@ -414,9 +417,10 @@ class TriggerPolicy(DraftPolicy):
         whole = self._model_cycle(best) + self.learning.reading.cost(self._prompt_unread + self._unread)
         return best if whole / plain - 1 <= BLIND_TRY_STEPS else 0
 
-    def _model_rate(self, alpha: float, k: int) -> float:
-        """Tokens a second of a model's cycle drafting ``k`` tokens at acceptance ``alpha``, its read charged."""
-        tokens = expected_tokens(alpha, k)
+    def _model_rate(self, alpha: float, k: int, first: float | None = None) -> float:
+        """Tokens a second of a model's cycle drafting ``k`` tokens at acceptance ``alpha`` (``first`` for the first
+        token where given apart), its read charged."""
+        tokens = expected_tokens(alpha, k, first)
         return tokens / (self._model_cycle(k) + self._reading(tokens))
 
     def _model_cycle(self, k: int) -> float:
@@ -441,11 +445,12 @@ class TriggerPolicy(DraftPolicy):
         same-run A/B runs the triggers ran at 1.58x and 1.59x with it, 1.60x and 1.61x without: within runs' spread,
         as few cycles are decided here once the model's reads are charged right (``ReadText``)."""
         p = model.matches.alpha
-        lookup_alpha, model_alpha = self._alpha(model, "lookup"), model.acceptance.alpha
+        lookup_alpha, model_alpha = self._alpha(model, "lookup"), model.acceptance
         table = self.learning.costs.tables["lookup"]
         best, best_rate = 0, alone
         for n in sorted({k, self._best_when_drafted(model, "model")[0]}):
-            rate = p * expected_tokens(lookup_alpha, n) / table.cost(n) + (1 - p) * self._model_rate(model_alpha, n)
+            model_rate = self._model_rate(model_alpha.alpha, n, model_alpha.first)
+            rate = p * expected_tokens(lookup_alpha, n) / table.cost(n) + (1 - p) * model_rate
             if rate > best_rate:
                 best, best_rate = n, rate
         return best
@@ -506,15 +511,21 @@ class TriggerPolicy(DraftPolicy):
         return sources[0] if len(sources) == 1 else "any"
 
     def _alpha(self, model: EventModel | None, source: str) -> float:
-        """The acceptance of ``source``'s drafts here: lookup's by where the text is (a copy or not)."""
+        """The acceptance of ``source``'s drafted tokens here (a model's once the ones before were kept): lookup's by
+        where the text is (a copy or not)."""
         if source == "lookup":
             return self.copies.figure().alpha
         assert model is not None, "a model's acceptance is an event's"
         return model.acceptance.alpha
 
+    def _first(self, model: EventModel | None, source: str) -> float | None:
+        """The acceptance of a draft's first token here where it is learned apart (a model's), else None."""
+        return model.acceptance.first if source == "model" and model is not None else None
+
     def _promise(self, model: EventModel, source: str) -> float:
-        """What a probe of ``source`` here may find: its acceptance, lookup's only where it has matches."""
-        alpha = self._alpha(model, source)
+        """What a probe of ``source`` here may find: its first token's acceptance, lookup's only where it has
+        matches."""
+        alpha = self._first(model, source) or self._alpha(model, source)
         return alpha * model.matches.alpha if source == "lookup" and "model" in self.sources else alpha
 
     def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:
@@ -532,14 +543,14 @@ class TriggerPolicy(DraftPolicy):
         """The measured length with the best expected rate; while the longest measured one is the best, the next
         longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
-        alpha = self._alpha(model, source)
+        alpha, first = self._alpha(model, source), self._first(model, source)
         extra = self._reading if source == "model" else None
         if table.profile.measured:  # every length's cost is known well enough: no need to climb
-            return best_length(table, alpha, table.ranked_lengths(self.draft_max), extra)
+            return best_length(table, alpha, table.ranked_lengths(self.draft_max), extra, first)
         measured = [k for k in self.candidates if table.measured(k)]
         if not measured:  # this source's cycles so far offered nothing to measure: the shortest, as estimated
-            return best_length(table, alpha, self.candidates[:1], extra)
-        k, rate = best_length(table, alpha, measured, extra)
+            return best_length(table, alpha, self.candidates[:1], extra, first)
+        k, rate = best_length(table, alpha, measured, extra, first)
         longer = [n for n in self.candidates if n > k]
         return (longer[0] if k == measured[-1] and longer else k), rate
 
