@@ -2,28 +2,29 @@
 
 Each cycle the tracker names the event (``python.newline``, ``markdown.prose``, ...). Its rule gives the prior: the
 length to try first and which drafter to ask (lookup, model, or hybrid: lookup when it has a match, else the model).
-Data then moves it: the policy keeps ``alpha`` (the chance a drafted token is accepted given the ones before were) per
-event for the model (a draft's first token apart from its later ones, each drawn toward its figure at the other events
-while the event's own drafts are few and all of this answer: ``ds4spec.policy.pooling``), and for lookup once for all
-events, with per event how often lookup has a match at all; and per source and length the measured wall time of whole
-cycles (shared by all events: a cycle's cost does not depend on the syntax). Whether lookup's copy is right depends on
-whether the answer copies its input (an edited file, a quoted passage), which holds across the syntax of one answer;
-learned per event, its acceptance was split into small samples and its drafts stayed short (measured on the F16 pair's
-edits: 2.39x against 3.34x for lookup alone, whose one gate learned from all its drafts). What does matter is whether
-the text is copying its prompt at the moment: lookup's acceptance is learned apart there (``ds4spec.policy.copying``). A
-lookup miss costs nothing, so where lookup and the model compete, lookup is worth its match rate times its rate when it
-matches, plus a plain step's rate the rest of the time. It drafts the length with the best expected rate ``E(k) /
-cost(k)`` (``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one
-length above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
-probes again with back-off so that an event that starts to pay is noticed (per event; lookup alone, whose figure is one
-for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any event, the
-event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits its turn must first read the text it has not seen
-(``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is charged to the cycle that asks it
-(in prose, by share), the prompt's first read to the share of the answer that cycle is expected to write. Where a rule
-says not to draft (prose), a model whose drafts pay even at the acceptance such text gets is tried there at once. What
-it learns lives in ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer starts from what
-the first nine taught. A model's draft stops short of the length chosen where, by the drafter's own probability of its
-next tokens, going on would not pay (``ds4spec.policy.confidence``).
+Data then moves it: the policy keeps ``alpha`` (the chance a drafted token is accepted given the ones before were)
+per event for the model (drawn toward its figure at the other events while the event's own drafts are few and all of
+this answer: ``ds4spec.policy.pooling``), and for lookup once for all events, with per event how often lookup has a
+match at all; and per source and length the measured wall time of whole cycles (shared by all events: a cycle's cost
+does not depend on the syntax). Whether lookup's copy is right depends on whether the answer copies its input (an
+edited file, a quoted passage), which holds across the syntax of one answer; learned per event, its acceptance was
+split into small samples and its drafts stayed short (measured on the F16 pair's edits: 2.39x against 3.34x for
+lookup alone, whose one gate learned from all its drafts). What does matter is whether the text is copying its
+prompt at the moment: lookup's acceptance is learned apart there (``ds4spec.policy.copying``). A lookup miss costs
+nothing, so where lookup and the model compete, lookup is worth its match rate times its rate when it matches, plus
+a plain step's rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
+(``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one length
+above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
+probes again with back-off so that an event that starts to pay is noticed (per event; lookup alone, whose figure is
+one for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any
+event, the event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits its turn must first read the text
+it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is charged to
+the cycle that asks it (in prose, by share), the prompt's first read to the share of the answer that cycle is
+expected to write. Where a rule says not to draft (prose), a model whose drafts pay even at the acceptance such text
+gets is tried there at once. What it learns lives in ``TriggerLearning``, which an engine keeps across generations:
+a chat's tenth answer starts from what the first nine taught. A model's draft stops short of the length chosen
+where, by the drafter's own probability of its next tokens, going on would not pay (``ds4spec.policy.confidence``).
+A model's first drafted token and its later ones are kept at different rates, and learned apart (``SplitAcceptance``).
 """
 
 from __future__ import annotations
