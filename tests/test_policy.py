@@ -46,6 +46,15 @@ def test_expected_tokens_counts_the_accepted_run_plus_the_own_token() -> None:
     assert abs(expected_tokens(0.5, 2) - 1.75) < 1e-9
 
 
+def test_a_first_token_kept_apart_from_the_later_ones_scales_their_run() -> None:
+    """``1 + first (1 + alpha + ... + alpha^(k-1))``: the first token kept half the time, each later one (once the
+    ones before were) 0.8 of the time; with ``first`` equal to ``alpha`` it is the one-figure count."""
+    assert expected_tokens(0.8, 1, first=0.5) == pytest.approx(1.5)
+    assert expected_tokens(0.8, 3, first=0.5) == pytest.approx(1 + 0.5 * (1 + 0.8 + 0.64))
+    assert expected_tokens(1.0, 4, first=0.5) == pytest.approx(3.0)
+    assert expected_tokens(0.6, 5, first=0.6) == pytest.approx(expected_tokens(0.6, 5))
+
+
 def test_candidates_cover_short_and_long_drafts_up_to_the_maximum() -> None:
     assert candidate_lengths(16) == [1, 2, 3, 4, 6, 8, 12, 16]
     assert candidate_lengths(5)[-1] == 5 and candidate_lengths(0) == []
