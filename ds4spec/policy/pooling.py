@@ -38,11 +38,6 @@ class AcceptancePool:
         self._trials = 0.0
 
     @property
-    def alpha(self) -> float:
-        """The figure of every event."""
-        return self.alpha_without(0.0, 0.0)
-
-    @property
     def trials(self) -> float:
         """The events' own evidence, in trials (decayed): 0 before the model drafted anywhere."""
         return self._trials
