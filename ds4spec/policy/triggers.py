@@ -446,11 +446,11 @@ class TriggerPolicy(DraftPolicy):
         same-run A/B runs the triggers ran at 1.58x and 1.59x with it, 1.60x and 1.61x without: within runs' spread,
         as few cycles are decided here once the model's reads are charged right (``ReadText``)."""
         p = model.matches.alpha
-        lookup_alpha, model_alpha = self._alpha(model, "lookup"), model.acceptance
+        lookup_alpha, acceptance = self._alpha(model, "lookup"), model.acceptance
         table = self.learning.costs.tables["lookup"]
         best, best_rate = 0, alone
         for n in sorted({k, self._best_when_drafted(model, "model")[0]}):
-            model_rate = self._model_rate(model_alpha.alpha, n, model_alpha.first)
+            model_rate = self._model_rate(acceptance.alpha, n, acceptance.first)
             rate = p * expected_tokens(lookup_alpha, n) / table.cost(n) + (1 - p) * model_rate
             if rate > best_rate:
                 best, best_rate = n, rate
@@ -526,7 +526,8 @@ class TriggerPolicy(DraftPolicy):
     def _promise(self, model: EventModel, source: str) -> float:
         """What a probe of ``source`` here may find: its first token's acceptance, lookup's only where it has
         matches."""
-        alpha = self._first(model, source) or self._alpha(model, source)
+        first = self._first(model, source)
+        alpha = self._alpha(model, source) if first is None else first
         return alpha * model.matches.alpha if source == "lookup" and "model" in self.sources else alpha
 
     def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:
