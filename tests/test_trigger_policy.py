@@ -736,6 +736,14 @@ def test_an_engine_generation_reports_statistics_per_event(engine: Engine) -> No
     assert sum(c.drafted_tokens for c in stats.events.values()) == stats.drafted_tokens
 
 
+def test_an_engine_generation_with_triggers_reports_its_speed_over_the_plain_rate(engine: Engine) -> None:
+    """``--stats`` gives the speed over the plain step the policy measured, for the triggers as for the gate."""
+    finished = list(engine.complete("import os\nimport sys\nimport os\nimport sys\n"))[-1]
+    assert isinstance(finished, Finished)
+    assert finished.stats.plain_step_seconds > 0
+    assert finished.stats.speedup_over_plain > 0
+
+
 def test_an_engine_without_rules_uses_one_gate(engine: Engine) -> None:
     ungated = Engine.assemble(engine.settings, engine.target, engine.drafter, None)
     assert isinstance(ungated.policy(engine.completion_prompt("x = 1\n")), GatedPolicy)

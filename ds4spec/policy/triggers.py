@@ -569,6 +569,9 @@ class TriggerPolicy(DraftPolicy):
     def observe_confidences(self, confidences: Sequence[float], held: int, verified: int) -> None:
         self.learning.confidence.observe(confidences, held, verified)
 
+    def plain_step_seconds(self) -> float | None:
+        return self.learning.costs.plain_step()
+
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:
         costs = self.learning.costs
