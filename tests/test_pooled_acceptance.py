@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ds4spec.policy.gate import AcceptanceModel
+from ds4spec.policy.gate import LATER_TOKENS_PRIOR, AcceptanceModel
 from ds4spec.policy.pooling import (
-    LATER_TOKENS_PRIOR,
     POOL_WEIGHT,
     AcceptancePool,
     PooledAcceptance,

@@ -15,7 +15,7 @@ from ds4spec.core.early_launch import EarlyLaunch
 from ds4spec.policy.confidence import ConfidenceCalibration
 from ds4spec.policy.copying import LookupAcceptance, LookupGate
 from ds4spec.policy.costs import SourceCost, cached_source_costs, source_costs
-from ds4spec.policy.gate import AcceptanceModel, CycleCosts, FixedLength, GatedPolicy
+from ds4spec.policy.gate import CycleCosts, DraftAcceptance, FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook
 from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
@@ -28,7 +28,7 @@ class PolicyMemory:
     costs: tuple[SourceCost, ...] = ()  # measured per source; a source not listed may be asked
     learning: TriggerLearning = field(init=False)  # what triggers learned: per event, per source
     gate_costs: CycleCosts = field(init=False)  # what the gate learned
-    gate_acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
+    gate_acceptance: DraftAcceptance = field(default_factory=DraftAcceptance)
     gate_lookup: LookupAcceptance = field(default_factory=LookupAcceptance)  # the gate's, for lookup alone
     gate_confidence: ConfidenceCalibration = field(default_factory=ConfidenceCalibration)  # where its drafts stop
     early_launch: EarlyLaunch = field(default_factory=EarlyLaunch)  # the loop's, for every policy made here

@@ -16,16 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ds4spec.policy.gate import AcceptanceModel
+from ds4spec.policy.gate import AcceptanceModel, DraftAcceptance
 
 # The other events' figure weighs as this many trials in an event's: the weight the fixed prior had, so that an
 # event's own drafts move it as fast as before.
 POOL_WEIGHT = 2.0
-# A draft's later tokens are kept this often (once the ones before were) until the model's drafts show otherwise:
-# SmolLM2's on unseen HumanEval prompts with the F32 pair, 0.80 to 0.87 (``SplitAcceptance``). One-token drafts show
-# nothing of it; from one half, as a first token's figure starts, an answer whose first tokens were kept about half the
-# time drafted one token a cycle until a longer draft at a newline taught otherwise, 60 cycles in.
-LATER_TOKENS_PRIOR = 0.8
 
 
 class AcceptancePool:
@@ -99,40 +94,20 @@ class PooledAcceptance:
         self.pool.add(after[0] - before[0], after[1] - before[1])
 
 
-class SplitAcceptance:
+class SplitAcceptance(DraftAcceptance):
     """A model's acceptance at one event as two figures, each pooled as above: of a draft's first token (``first``),
     and of each later token once the ones before it were kept (``alpha``). The first token follows the target's own,
     which the drafter did not foresee; the later ones continue a run it is on. Measured on unseen HumanEval prompts
     (F32 pair, SmolLM2, one fresh policy each): 0.60 to 0.73 of first tokens kept, 0.80 to 0.87 of later ones. With
     one figure for both, learned mostly from one-token drafts, an event whose first tokens were kept half the time was
     priced as if a second token would be too, and drafted one token a cycle for a whole 128-token answer (80 target
-    passes against SmolLM2 alone's 54, which drafted two). The later tokens' pool starts from ``LATER_TOKENS_PRIOR``."""
+    passes against SmolLM2 alone's 54, which drafted two). The later tokens' pool starts from
+    ``ds4spec.policy.gate.LATER_TOKENS_PRIOR``."""
 
     def __init__(self, first: AcceptancePool, later: AcceptancePool) -> None:
-        self.first_tokens = PooledAcceptance(first)
-        self.later_tokens = PooledAcceptance(later)
-
-    def observe(self, drafted: int, accepted: int) -> None:
-        if drafted <= 0:
-            return
-        self.first_tokens.observe(1, min(accepted, 1))
-        if accepted and drafted > 1:
-            self.later_tokens.observe(drafted - 1, accepted - 1)
-
-    def carry_over(self, weight: float) -> None:
-        self.first_tokens.carry_over(weight)
-        self.later_tokens.carry_over(weight)
+        self.pooled = (PooledAcceptance(first), PooledAcceptance(later))
+        super().__init__(*self.pooled)
 
     def retire(self) -> None:
-        self.first_tokens.retire()
-        self.later_tokens.retire()
-
-    @property
-    def first(self) -> float:
-        return self.first_tokens.alpha
-
-    @property
-    def alpha(self) -> float:
-        """The later tokens' figure, never below the first's: kept one-token drafts teach it nothing, and from a few
-        unlucky longer ones it would otherwise keep an event at one token a draft for good."""
-        return max(self.later_tokens.alpha, self.first)
+        for figure in self.pooled:
+            figure.retire()

@@ -38,6 +38,7 @@ from ds4spec.policy.confidence import ConfidenceCalibration, takes_next
 from ds4spec.policy.copying import CopyWatch, LookupAcceptance, copy_source
 from ds4spec.policy.gate import (
     CARRIED_TRIALS,
+    LATER_TOKENS_PRIOR,
     OPTIMISTIC_ALPHA,
     AcceptanceModel,
     CycleCosts,
@@ -45,7 +46,7 @@ from ds4spec.policy.gate import (
     candidate_lengths,
     expected_tokens,
 )
-from ds4spec.policy.pooling import LATER_TOKENS_PRIOR, AcceptancePool, SplitAcceptance
+from ds4spec.policy.pooling import AcceptancePool, SplitAcceptance
 from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ReadingCosts, ReadText
