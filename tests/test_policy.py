@@ -7,6 +7,7 @@ import statistics
 from itertools import pairwise
 
 import pytest
+from measured_profiles import F32_PROFILE
 
 from ds4spec.core.drafting import DraftContext
 from ds4spec.policy.gate import (
@@ -213,10 +214,6 @@ def test_the_gate_learns_a_draft_s_first_token_apart_from_its_later_ones() -> No
     for _ in range(20):
         unlucky.observe(1, 1)  # kept one-token drafts teach the later tokens' figure nothing
     assert unlucky.later_tokens.alpha < 0.5 and unlucky.alpha == unlucky.first > 0.8
-
-
-# The F32 pair on the AMD EPYC machine (runs 58 to 63): a pass over n tokens, in plain steps.
-F32_PROFILE = VerifyProfile({1: 1.0, 2: 1.15, 3: 1.27, 4: 1.52, 6: 1.68, 8: 1.89, 16: 2.57, 64: 7.17}, "measured")
 
 
 @pytest.mark.parametrize(("runs", "longer"), [

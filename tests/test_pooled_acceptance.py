@@ -7,6 +7,7 @@ figure (``ds4spec.policy.pooling``), not by a fixed one half that one rejection 
 from __future__ import annotations
 
 import pytest
+from measured_profiles import F32_PROFILE
 
 from ds4spec.policy.gate import LATER_TOKENS_PRIOR, AcceptanceModel
 from ds4spec.policy.pooling import (
@@ -15,7 +16,6 @@ from ds4spec.policy.pooling import (
     PooledAcceptance,
     SplitAcceptance,
 )
-from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
 
@@ -182,10 +182,6 @@ def test_kept_one_token_drafts_leave_the_later_figure_no_lower_than_the_first_s(
     for _ in range(20):
         event.observe(1, 1)
     assert event.alpha == event.first > 0.8
-
-
-# The F32 pair on the AMD EPYC machine (runs 58 to 62): a pass over n tokens, in plain steps.
-F32_PROFILE = VerifyProfile({1: 1.0, 2: 1.15, 3: 1.27, 4: 1.52, 6: 1.68, 8: 1.89, 16: 2.57, 64: 7.17}, "measured")
 
 
 @pytest.mark.parametrize(("runs", "longer"), [
