@@ -40,6 +40,7 @@ from ds4spec.policy.gate import (
     CARRIED_TRIALS,
     LATER_TOKENS_PRIOR,
     OPTIMISTIC_ALPHA,
+    Acceptance,
     AcceptanceModel,
     CycleCosts,
     best_length,
@@ -447,7 +448,7 @@ class TriggerPolicy(DraftPolicy):
         same-run A/B runs the triggers ran at 1.58x and 1.59x with it, 1.60x and 1.61x without: within runs' spread,
         as few cycles are decided here once the model's reads are charged right (``ReadText``)."""
         p = model.matches.alpha
-        lookup_alpha, acceptance = self._alpha(model, "lookup"), model.acceptance
+        lookup_alpha, acceptance = self._figure(model, "lookup").alpha, model.acceptance
         table = self.learning.costs.tables["lookup"]
         best, best_rate = 0, alone
         for n in sorted({k, self._best_when_drafted(model, "model")[0]}):
@@ -512,23 +513,19 @@ class TriggerPolicy(DraftPolicy):
         """One source when one is named; ``any`` (both untried) lets a hybrid try lookup, then the model."""
         return sources[0] if len(sources) == 1 else "any"
 
-    def _alpha(self, model: EventModel | None, source: str) -> float:
-        """The acceptance of ``source``'s drafted tokens here (a model's once the ones before were kept): lookup's by
-        where the text is (a copy or not)."""
+    def _figure(self, model: EventModel | None, source: str) -> Acceptance:
+        """The acceptance of ``source``'s drafts here: lookup's by where the text is (a copy or not; one figure for
+        every token), a model's the event's (a draft's first token learned apart from the later ones)."""
         if source == "lookup":
-            return self.copies.figure().alpha
+            return self.copies.figure()
         assert model is not None, "a model's acceptance is an event's"
-        return model.acceptance.alpha
-
-    def _first(self, model: EventModel | None, source: str) -> float | None:
-        """The acceptance of a draft's first token here where it is learned apart (a model's), else None."""
-        return model.acceptance.first if source == "model" and model is not None else None
+        return model.acceptance
 
     def _promise(self, model: EventModel, source: str) -> float:
         """What a probe of ``source`` here may find: its first token's acceptance, lookup's only where it has
         matches."""
-        first = self._first(model, source)
-        alpha = self._alpha(model, source) if first is None else first
+        figure = self._figure(model, source)
+        alpha = figure.alpha if figure.first is None else figure.first
         return alpha * model.matches.alpha if source == "lookup" and "model" in self.sources else alpha
 
     def _best_length(self, model: EventModel, source: str) -> tuple[int, float]:
@@ -546,7 +543,8 @@ class TriggerPolicy(DraftPolicy):
         """The measured length with the best expected rate; while the longest measured one is the best, the next
         longer one (as the gate climbs: an estimate with the prior cost per token would never try it)."""
         table = self.learning.costs.tables[source]
-        alpha, first = self._alpha(model, source), self._first(model, source)
+        figure = self._figure(model, source)
+        alpha, first = figure.alpha, figure.first
         extra = self._reading if source == "model" else None
         if table.profile.measured:  # every length's cost is known well enough: no need to climb
             return best_length(table, alpha, table.ranked_lengths(self.draft_max), extra, first)
