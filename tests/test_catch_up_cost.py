@@ -21,8 +21,10 @@ from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.drafting import Draft, DraftContext
 from ds4spec.core.plain import GenerationRequest
+from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.policy.costs import measure_source
 from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy, could_pay_on
+from ds4spec.policy.memory import PolicyMemory
 from ds4spec.policy.probing import FIRST_PROBE_AFTER
 from ds4spec.policy.profile import VerifyProfile, measure
 
@@ -154,3 +156,57 @@ def test_a_drafter_whose_catch_up_is_cheap_keeps_being_asked(target: LlamaTarget
     """The same drafter reading the prompt in a fifth of a plain step: the gate keeps asking it."""
     drafter, _ = run(target, profile, prompt_steps=0.2)
     assert drafter.proposals >= 12, drafter.proposals
+
+
+class PerByteReader(OracleDrafter):
+    """Knows the target's future text, and reads what it has not seen at ``per_byte`` seconds a byte."""
+
+    name = "per-byte-reader"
+
+    def __init__(self, future: bytes, per_byte: float) -> None:
+        super().__init__(future)
+        self.per_byte = per_byte
+        self.unread = 0
+        self.reads: list[int] = []  # bytes of each read
+
+    def begin(self, context: DraftContext) -> None:
+        super().begin(context)
+        self.unread = len(context.content())
+
+    def extend(self, committed: bytes) -> None:
+        super().extend(committed)
+        self.unread += len(committed)
+
+    def prepare(self, source: str = "any") -> None:
+        if self.unread:
+            time.sleep(self.unread * self.per_byte)
+            self.reads.append(self.unread)
+        self.unread = 0
+
+
+LONG_PROMPT = PROMPT * 30  # 360 bytes
+
+
+@pytest.mark.parametrize(("prompt_steps", "asked"), [(3.0 * BUDGET, False), (0.2, True)],
+                         ids=["prompt-read-three-answers-long", "prompt-read-a-fifth-of-a-step"])
+def test_a_gate_from_the_engines_memory_asks_a_model_only_where_it_can_win_back_its_read(
+        target: LlamaTarget, profile: VerifyProfile, prompt_steps: float, asked: bool) -> None:
+    """Three answers in a row, each policy from one ``PolicyMemory`` (as an engine makes them), the drafter's cost
+    and its read measured at load: where reading a prompt costs three times what the whole plain answer does, no
+    answer can win it back, and the model is never asked (the gate tried it in each answer, once a probe or a first
+    try came due); where it costs a fifth of a step, it is asked. The output equals plain decoding's either way."""
+    request = GenerationRequest(target.tokenizer.tokenize(LONG_PROMPT, add_special=True), BUDGET)
+    plain = run_plain(target, request)
+    step = plain.stats.generation_seconds / plain.stats.committed_tokens
+    drafter = PerByteReader(target.tokenizer.detokenize(plain.tokens), prompt_steps * step / len(LONG_PROMPT))
+    measuring = GuardedDrafter(drafter, background=False)
+    memory = PolicyMemory.measure(measuring, profile, DRAFT_MAX)
+    measuring.close()
+    assert memory.sources == ("model",)  # the load-time check lets it draft: it is free and always right
+    drafter.reads.clear()
+    for _ in range(3):
+        finished, _, guard = run_spec(target, drafter, request, LONG_PROMPT,
+                                      policy=memory.policy(None, None, DRAFT_MAX), background=False)
+        guard.close()
+        assert finished.tokens == plain.tokens
+    assert bool(drafter.reads) == asked, drafter.reads

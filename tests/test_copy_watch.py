@@ -19,7 +19,7 @@ from ds4spec.policy.copying import (
     LookupAcceptance,
     LookupGate,
 )
-from ds4spec.policy.gate import CycleCosts, GatedPolicy
+from ds4spec.policy.gate import CycleCosts
 from ds4spec.policy.memory import PolicyMemory
 from ds4spec.policy.probing import FIRST_PROBE_AFTER, PROBE_SHARE
 from ds4spec.policy.profile import VerifyProfile
@@ -147,13 +147,15 @@ def test_plain_steps_through_a_copy_bring_lookup_alone_back_after_rejections_at_
     assert 0 < steps <= 3 and k > 0
 
 
-def test_a_lookup_drafter_alone_gets_the_lookup_gate_and_a_hybrid_the_plain_gate() -> None:
+def test_a_lookup_drafter_alone_gets_the_lookup_gate_and_a_hybrid_one_that_learns_its_model_apart() -> None:
     flat = VerifyProfile({1: 1.0, 2: 1.05, 65: 2.0}, "measured")
     alone = PolicyMemory(flat, LookupDrafter.sources)
-    assert isinstance(alone.policy(None, None, 16), LookupGate)
+    policy = alone.policy(None, None, 16)
+    assert isinstance(policy, LookupGate) and not policy.lookup_alone and not policy.charges_reading
     hybrid = PolicyMemory(flat, ("lookup", "model"))
     policy = hybrid.policy(None, None, 16)
-    assert isinstance(policy, GatedPolicy) and not isinstance(policy, LookupGate)
+    assert isinstance(policy, LookupGate) and policy.lookup_alone and policy.charges_reading
+    assert policy.model_acceptance is hybrid.gate_acceptance and policy.lookup is hybrid.gate_lookup
 
 
 # A pass over n tokens in plain steps, Q4_K_M on a 2-core AVX-512 machine (the bench's verify profile): a rejected

@@ -71,8 +71,8 @@ def test_the_read_measured_at_load_is_what_triggers_charge_before_their_first_re
     model = next(c for c in memory.costs if c.source == "model")
     assert model.read_bytes == len(READ_SAMPLE) and model.read_seconds is not None
     slept = 2000 * 0.0002  # fitted from one read of the sample, which a busy machine may wake late, never early
-    assert slept * 0.95 <= memory.learning.reading.cost(2000) < slept * 4
-    assert PolicyMemory(GPU, guard.sources).learning.reading.cost(2000) == 0.0  # unmeasured: learned in use
+    assert slept * 0.95 <= memory.learning.reading.costs.cost(2000) < slept * 4
+    assert PolicyMemory(GPU, guard.sources).learning.reading.costs.cost(2000) == 0.0  # unmeasured: learned in use
     guard.close()
 
 

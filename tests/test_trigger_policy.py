@@ -32,10 +32,10 @@ from ds4spec.policy.copying import QUOTE_PRIOR, SHORT_COPY_PRIOR
 from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.probing import FIRST_PROBE_AFTER, PROBE_SHARE
 from ds4spec.policy.profile import VerifyProfile
-from ds4spec.policy.reading import ReadingCosts
+from ds4spec.policy.reading import ANSWER_PRIOR, ReadingCosts
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.syntax import SyntaxTracker
-from ds4spec.policy.triggers import ANSWER_PRIOR, FIRST_TRY_SHORT, TriggerLearning, TriggerPolicy
+from ds4spec.policy.triggers import FIRST_TRY_SHORT, TriggerLearning, TriggerPolicy
 
 # Two places in Python code, as the tracker sees them: inside a comment (rule: 6 tokens) and inside a string
 # (rule: 4 tokens).
@@ -209,11 +209,11 @@ def test_where_the_prose_rule_says_none_a_model_that_pays_even_at_prose_s_accept
     read = ReadingCosts()
     read.observe(300, 1.5)  # reading costs a two-hundredth of a step a byte
     learning = TriggerLearning(MEMORY_BOUND if profile == "memory-bound" else COMPUTE_BOUND)
-    learning.reading = read
+    learning.reading.costs = read
     learning.model_token_seconds = 0.05
     policy = TriggerPolicy(book, "markdown", 16, ("lookup", "model"), learning)
     policy.begin(DraftContext(messages=(ChatMessage("user", "x" * prompt),)))
-    learning.answer_tokens = answer
+    learning.reading.answer_tokens = answer
     policy.observe(0, 0, 0, 1.0, "none")
     policy.extend(b"The")  # the answer's first token, written by that plain step
     k = _at(policy, b"The tracker reads the text as it ")
@@ -226,7 +226,7 @@ def _model_cycles(policy: TriggerPolicy, place: bytes, read: ReadingCosts, cycle
     rng = random.Random(0)
     for _ in range(cycles):
         k = _at(policy, place)
-        seconds = read.cost(policy._unread) if k else 0.0
+        seconds = read.cost(policy.unread.answer) if k else 0.0
         policy.observe_reading(seconds)
         policy.observe(k, k, _accepted(rng, k, 0.9), 1.0 + 0.3 * k + seconds, "model" if k else "none")
         policy.extend(b"0123456789")
@@ -239,7 +239,7 @@ def test_a_model_that_must_first_read_what_lookup_copied_is_not_asked_until_its_
     read.observe(10, 0.1 + 0.01 * 10)
     read.observe(1000, 0.1 + 0.01 * 1000)  # a read costs a tenth of a step and a hundredth per byte
     policy = TriggerPolicy(book, "python", 16, ("model",), TriggerLearning(SIMPLE_MACHINE))
-    policy.learning.reading = read
+    policy.learning.reading.costs = read
     policy.observe(0, 0, 0, 1.0, "none")
     _model_cycles(policy, COMMENT, read, 40)
     assert _at(policy, COMMENT) >= 4  # the model pays here, reading ten bytes a cycle
@@ -263,7 +263,7 @@ def test_text_the_model_has_not_read_is_charged_whole_in_code_and_by_share_in_pr
     read.observe(10, 0.1 + 0.01 * 10)
     read.observe(1000, 0.1 + 0.01 * 1000)  # a read costs a tenth of a step and a hundredth per byte
     policy = TriggerPolicy(book, language, 16, ("model",), TriggerLearning(MEMORY_BOUND))
-    policy.learning.reading = read
+    policy.learning.reading.costs = read
     policy.observe(0, 0, 0, 1.0, "none")
     _model_cycles(policy, place, read, 40)
     assert _at(policy, place) >= 4  # the model pays here
@@ -280,13 +280,13 @@ def test_the_prompt_s_first_read_is_charged_by_the_share_of_the_answer_a_draft_w
     asked = {}
     for answer_tokens in (2000.0, 20.0):
         learning = TriggerLearning()
-        learning.reading = read
+        learning.reading.costs = read
         teacher = TriggerPolicy(book, "python", 16, ("model",), learning)
         teacher.observe(0, 0, 0, 1.0, "none")
         _model_cycles(teacher, COMMENT, read, 40)  # the model pays at this event
         policy = TriggerPolicy(book, "python", 16, ("model",), learning)
         policy.begin(DraftContext(text=b"#" * 2000))
-        learning.answer_tokens = answer_tokens
+        learning.reading.answer_tokens = answer_tokens
         policy.observe(0, 0, 0, 1.0, "none")
         asked[answer_tokens] = _at(policy, COMMENT)
     assert asked[2000.0] >= 4 and asked[20.0] == 0, asked
@@ -301,11 +301,11 @@ def test_before_any_answer_s_length_is_known_the_prompt_s_read_is_spread_over_as
     read = ReadingCosts()
     read.observe(300, 3.0)  # what the load-time check measured: reading costs a hundredth of a step a byte
     learning = TriggerLearning()
-    learning.reading = read
+    learning.reading.costs = read
     policy = TriggerPolicy(book, "python", 16, ("model",), learning)
     policy.begin(DraftContext(text=b"#" * 2000))  # reading the prompt would cost 20 plain steps
     policy.observe(0, 0, 0, 1.0, "none")
-    assert learning.answer_tokens is None
+    assert learning.reading.answer_tokens is None
     assert policy._reading(5) == pytest.approx(20.0 * 5 / (ANSWER_PRIOR - 1))  # at the answer's start
     for _ in range(1999):
         policy.observe(0, 0, 0, 1.0, "none")
@@ -320,7 +320,7 @@ def _chat_turn(book: RuleBook, learning: TriggerLearning, messages: list[ChatMes
     for text in (b"", answer):
         policy.extend(text)
         policy.draft_length()
-        seconds = learning.reading.cost(policy._prompt_unread + policy._unread)
+        seconds = learning.reading.costs.cost(policy.unread.total)
         policy.observe_reading(seconds)
         policy.observe(2, 2, 1, 1.0 + seconds, "model")
 
@@ -335,15 +335,15 @@ def test_a_chat_s_next_turn_charges_the_model_only_what_its_cache_does_not_hold(
     read.observe(10, 0.1 + 0.01 * 10)
     read.observe(1000, 0.1 + 0.01 * 1000)  # a read costs a tenth of a step and a hundredth per byte
     learning = TriggerLearning(MEMORY_BOUND)
-    learning.reading = read
+    learning.reading.costs = read
     _chat_turn(book, learning, [ChatMessage("user", question)], answer.encode())
     turn = [ChatMessage("user", question), ChatMessage("assistant", answer), ChatMessage("user", follow_up)]
     second = TriggerPolicy(book, "markdown", 16, ("model",), learning)
     second.begin(DraftContext(messages=turn))
-    assert second._prompt_unread == len(follow_up) + 1  # after the new line that joins the messages
+    assert second.unread.prompt == len(follow_up) + 1  # after the new line that joins the messages
     fresh = TriggerPolicy(book, "markdown", 16, ("model",), TriggerLearning(MEMORY_BOUND))
     fresh.begin(DraftContext(messages=turn))
-    assert fresh._prompt_unread == len(question) + len(answer) + len(follow_up) + 2  # a new drafter reads it all
+    assert fresh.unread.prompt == len(question) + len(answer) + len(follow_up) + 2  # a new drafter reads it all
     _chat_turn(book, learning, turn, b"")
     assert read.cost(1000) == pytest.approx(0.1 + 0.01 * 1000, rel=0.01)  # its reads taught by the bytes read
 
@@ -365,11 +365,11 @@ def test_a_model_s_first_try_at_an_event_is_charged_its_draft_and_its_share_of_t
     read = ReadingCosts()
     read.observe(300, 3.0)
     learning = TriggerLearning(SIMPLE_MACHINE)
-    learning.reading = read
+    learning.reading.costs = read
     learning.model_token_seconds = token_steps
     policy = TriggerPolicy(book, "python", 16, ("model",), learning)
     policy.begin(DraftContext(text=b"#" * prompt))
-    learning.answer_tokens = answer
+    learning.reading.answer_tokens = answer
     policy.observe(0, 0, 0, 1.0, "none")
     assert _at(policy, COMMENT) == (PRIOR["python.comment"] if tried else 0)
 

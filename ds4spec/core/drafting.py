@@ -40,6 +40,13 @@ class DraftContext:
         if (self.text is None) == (self.messages is None):
             raise ValueError("a DraftContext holds either text or messages")
 
+    def content(self) -> bytes:
+        """The prompt's text as an answer may copy it and a drafter reads it: a completion's text, or a chat's message
+        contents joined by new lines (without any template's markup)."""
+        if self.text is not None:
+            return self.text
+        return b"\n".join(m.content.encode() for m in self.messages or ())
+
 
 @dataclass(frozen=True, slots=True)
 class Draft:

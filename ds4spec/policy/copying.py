@@ -51,7 +51,9 @@ from __future__ import annotations
 from typing import Literal
 
 from ds4spec.core.drafting import DraftContext
-from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy
+from ds4spec.policy.confidence import ConfidenceCalibration
+from ds4spec.policy.gate import CARRIED_TRIALS, Acceptance, AcceptanceModel, CycleCosts, GatedPolicy
+from ds4spec.policy.reading import ModelReading
 
 COPY_WINDOW = 16  # bytes; with 8, HumanEval's new code matched often and wrongly (alpha 0.33), 12 did as well as 16
 LONG_COPY = 64  # bytes copied in one run, now or earlier in the answer, after which a copy is sure
@@ -70,13 +72,6 @@ FRESH_CARRIED = 2.0
 # Where the answer's last COPY_WINDOW bytes are: nowhere in the prompt; in it, a copy that has not yet gone on for
 # LONG_COPY bytes in this answer; in it, in or after such a copy.
 Copy = Literal["none", "short", "long"]
-
-
-def copy_source(context: DraftContext) -> bytes:
-    """The text an answer may copy: a completion's prompt, or a chat's message contents."""
-    if context.text is not None:
-        return context.text
-    return b"\n".join(m.content.encode() for m in context.messages or ())
 
 
 class LookupAcceptance:
@@ -118,7 +113,7 @@ class CopyWatch:
         self._next = b""  # what the copy says comes next, while a plain step is pending
 
     def begin(self, context: DraftContext) -> None:
-        self._source = copy_source(context)
+        self._source = context.content()
         self._tail = b""
         self._copied_long = False
         self.copy, self._next = "none", b""
@@ -155,22 +150,35 @@ class CopyWatch:
 
 
 class LookupGate(GatedPolicy):
-    """The gate for lookup alone: its acceptance learned apart while the text copies, plain steps there teaching it.
+    """The gate for lookup: its acceptance learned apart while the text copies, plain steps there teaching it.
     Measured with one alpha for both, lookup alone took 120 cycles for the first edit's 126 tokens after HumanEval in
-    three runs of four, and 34 in the other (Q4_K_M)."""
+    three runs of four, and 34 in the other (Q4_K_M). With ``model_acceptance``, the gate for a hybrid drafter: lookup,
+    then its model where lookup has no match, where the model's drafts pay (``GatedPolicy``, ``lookup_alone``). With
+    lookup's figure learned as one, the default pair's hybrid gate ran its edits at 1.36x where lookup alone ran at
+    1.69x (2-core AVX-512, the model asked)."""
 
-    def __init__(self, draft_max: int, costs: CycleCosts, lookup: LookupAcceptance, source: str = "any") -> None:
-        super().__init__(draft_max, costs, lookup.fresh, source=source)
+    def __init__(self, draft_max: int, costs: CycleCosts, lookup: LookupAcceptance, source: str = "any", *,
+                 model_acceptance: Acceptance | None = None, confidence: ConfidenceCalibration | None = None,
+                 reading: ModelReading | None = None, model_token_seconds: float = 0.0) -> None:
+        hybrid = model_acceptance is not None
+        super().__init__(draft_max, costs, lookup.fresh, source=source, model_misses=hybrid, lookup_alone=hybrid,
+                         model_acceptance=model_acceptance, confidence=confidence, reading=reading,
+                         model_token_seconds=model_token_seconds)
         self.lookup = lookup
         self.copies = CopyWatch(lookup)
 
     def begin(self, context: DraftContext) -> None:
-        self.lookup.carry_over()
-        self.costs.new_generation()
+        super().begin(context)
         self.copies.begin(context)
+
+    def _carry_over(self) -> None:
+        self.lookup.carry_over()
+        if self.lookup_alone:
+            self.model_acceptance.carry_over(CARRIED_TRIALS)
 
     def extend(self, committed: bytes) -> None:
         self.copies.extend(committed)
+        super().extend(committed)
 
     def draft_length(self) -> int:
         self.copies.look()
@@ -181,10 +189,10 @@ class LookupGate(GatedPolicy):
         return k
 
     def _probe_waste(self, k: int) -> float:
-        """A rejected probe loses its pass less a plain step. Counted as none (a lookup miss costs nothing), lookup was
-        probed every 8, 16, 32 cycles of each answer where its figure said no: outside a copy of the prompt its
-        matches are mostly wrong (the replay's alpha 0.45 on HumanEval and prose), and in a copy plain steps teach
-        its figure as a probe would (``CopyWatch.extend``). Measured on the default pair's prose and HumanEval
-        (Q4_K_M, 2-core AVX-512: a pass over 2 tokens costs 1.9 plain steps), one to four rejected one-token probes
-        an answer."""
-        return self.costs.steps_lost(k)
+        """A rejected probe loses its pass less a plain step (and a model's read, where the model may be asked). Counted
+        as none (a lookup miss costs nothing), lookup was probed every 8, 16, 32 cycles of each answer where its figure
+        said no: outside a copy of the prompt its matches are mostly wrong (the replay's alpha 0.45 on HumanEval and
+        prose), and in a copy plain steps teach its figure as a probe would (``CopyWatch.extend``). Measured on the
+        default pair's prose and HumanEval (Q4_K_M, 2-core AVX-512: a pass over 2 tokens costs 1.9 plain steps), one to
+        four rejected one-token probes an answer."""
+        return max(self.costs.steps_lost(k), super()._probe_waste(k))

@@ -17,6 +17,7 @@ from ds4spec.policy.copying import LookupAcceptance, LookupGate
 from ds4spec.policy.costs import SourceCost, cached_source_costs, source_costs
 from ds4spec.policy.gate import CycleCosts, DraftAcceptance, FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
+from ds4spec.policy.reading import ModelReading
 from ds4spec.policy.rules import RuleBook
 from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
 
@@ -32,13 +33,14 @@ class PolicyMemory:
     gate_lookup: LookupAcceptance = field(default_factory=LookupAcceptance)  # the gate's, for lookup alone
     gate_confidence: ConfidenceCalibration = field(default_factory=ConfidenceCalibration)  # where its drafts stop
     early_launch: EarlyLaunch = field(default_factory=EarlyLaunch)  # the loop's, for every policy made here
+    reading: ModelReading = field(default_factory=ModelReading)  # the model's reads, whichever policy asks it
 
     def __post_init__(self) -> None:
-        self.learning = TriggerLearning(self.profile)
+        self.learning = TriggerLearning(self.profile, self.reading)
         self.gate_costs = CycleCosts(self.profile)
         for c in self.costs:  # the read measured at load: the fit's first point, until reads in use replace it
             if c.source == "model" and c.read_seconds is not None:
-                self.learning.reading.observe(c.read_bytes, c.read_seconds)
+                self.reading.costs.observe(c.read_bytes, c.read_seconds)
             if c.source == "model" and c.seconds_per_token is not None:
                 self.learning.model_token_seconds = c.seconds_per_token
 
@@ -77,5 +79,10 @@ class PolicyMemory:
         source = "any" if sources == self.drafter_sources else sources[0]
         if sources == ("lookup",):
             return LookupGate(draft_max, self.gate_costs, self.gate_lookup, source)
+        if source == "any" and "lookup" in sources:  # a hybrid: each source's drafts learned apart
+            return LookupGate(draft_max, self.gate_costs, self.gate_lookup, source,
+                              model_acceptance=self.gate_acceptance, confidence=self.gate_confidence,
+                              reading=self.reading, model_token_seconds=self.learning.model_token_seconds)
         return GatedPolicy(draft_max, self.gate_costs, self.gate_acceptance, source=source,
-                           model_misses="model" in sources, confidence=self.gate_confidence)
+                           model_misses="model" in sources, confidence=self.gate_confidence, reading=self.reading,
+                           model_token_seconds=self.learning.model_token_seconds)

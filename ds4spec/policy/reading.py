@@ -11,9 +11,15 @@ grows with the text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from ds4spec.core.drafting import DraftContext
 
 DECAY = 0.9  # weight of a read after each newer one: a few dozen reads make the fit
+# Tokens an answer is expected to hold until its length is known (a completion, a chat's first answer) and as many
+# have not been written yet: HumanEval's answers average about 25, a chat's run to hundreds. A first read of the prompt
+# serves every draft of the answer, so this is how many tokens it is expected to serve.
+ANSWER_PRIOR = 32
 
 
 class ReadingCosts:
@@ -82,3 +88,89 @@ def shared_prefix(a: bytes, b: bytes) -> int:
         else:
             high = middle - 1
     return low
+
+
+@dataclass(slots=True)
+class ModelReading:
+    """One model drafter's reads, kept across generations by whoever holds the drafter and shared by its policies: what
+    reading costs it, the text its cache holds (what it read last; None before it read anything), and how many tokens
+    a read serves: an answer's, learned (``answer_tokens``, None until an answer ended), less those written."""
+
+    costs: ReadingCosts = field(default_factory=ReadingCosts)
+    held: ReadText | None = None
+    answer_tokens: float | None = None  # tokens an answer holds, on average
+    written: int = 0  # tokens committed in this generation
+
+    def new_generation(self) -> None:
+        if self.written:
+            last = float(self.written)
+            self.answer_tokens = last if self.answer_tokens is None else 0.5 * (self.answer_tokens + last)
+        self.written = 0
+
+    def wrote(self, tokens: int) -> None:
+        self.written += tokens
+
+    def tokens_left(self) -> float:
+        """Tokens this answer is expected still to write: until an answer's length is known (a ``ds4spec complete``, a
+        chat's first answer), as many as were written, and at least ``ANSWER_PRIOR`` in all."""
+        expected = self.answer_tokens if self.answer_tokens is not None else max(ANSWER_PRIOR, 2.0 * self.written)
+        return expected - self.written
+
+
+class UnreadText:
+    """What a model drafter that waits its turn has yet to read in this generation: the part of the prompt its cache
+    does not hold, and the bytes committed since it last read. A policy asks it for a draft at ``asked`` and tells
+    ``read`` once the drafter has read all that was unread then."""
+
+    def __init__(self, reading: ModelReading) -> None:
+        self.reading = reading
+        self.prompt = 0  # bytes of the prompt it has not read
+        self.answer = 0  # bytes committed since it last read
+        self._text = ReadText(b"", bytearray())  # the prompt and this generation's text, its read of it
+        self._asked = (0, 0, 0)  # prompt and answer unread, and the answer's length, when it was last asked
+
+    def begin(self, context: DraftContext) -> None:
+        prompt = context.content()
+        held = self.reading.held
+        self.prompt = held.unread_of(prompt) if held is not None else len(prompt)
+        self._text = ReadText(prompt, bytearray(), chat=context.text is None)
+        self.answer = 0
+
+    def extend(self, committed: bytes) -> None:
+        self.answer += len(committed)
+        self._text.answer += committed
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.answer
+
+    def cost(self) -> float:
+        """Seconds to read all of it, as reads so far priced it."""
+        return self.reading.costs.cost(self.total)
+
+    def charge(self, tokens: float, spread: bool = False) -> float:
+        """Seconds of reading charged to a cycle expected to write ``tokens``: all of reading what was committed since
+        the drafter last read, and of the prompt's first read the share of the tokens left that the cycle writes (that
+        read serves every later draft of the answer). With ``spread``, what was committed since is charged by that
+        share too, but for the fixed part of a read (the pass that yields the draft's first token)."""
+        costs = self.reading.costs
+        text = costs.cost(self.answer)
+        spread = spread and self.answer > 0
+        if not (self.prompt or spread):
+            return text
+        share = min(1.0, tokens / max(self.reading.tokens_left(), tokens))
+        whole_part = min(text, costs.fit()[0]) if spread else text
+        return whole_part + (self.cost() - whole_part) * share
+
+    def asked(self) -> None:
+        self._asked = (self.prompt, self.answer, len(self._text.answer))
+
+    def read(self, seconds: float) -> None:
+        """The drafter read all it had not seen when last asked, in ``seconds`` (0: beside the target, not timed)."""
+        prompt, answer, length = self._asked
+        if seconds > 0:
+            self.reading.costs.observe(prompt + answer, seconds)
+        self.prompt = 0
+        self.answer -= answer
+        self._text.read = length
+        self.reading.held = self._text

@@ -35,7 +35,7 @@ from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
 from ds4spec.core.events import NO_DRAFT_PAYS, NOTHING_TO_DRAFT
 from ds4spec.policy.confidence import ConfidenceCalibration, takes_next
-from ds4spec.policy.copying import CopyWatch, LookupAcceptance, copy_source
+from ds4spec.policy.copying import CopyWatch, LookupAcceptance
 from ds4spec.policy.gate import (
     CARRIED_TRIALS,
     LATER_TOKENS_PRIOR,
@@ -50,7 +50,7 @@ from ds4spec.policy.gate import (
 from ds4spec.policy.pooling import AcceptancePool, SplitAcceptance
 from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import VerifyProfile
-from ds4spec.policy.reading import ReadingCosts, ReadText
+from ds4spec.policy.reading import ModelReading, UnreadText
 from ds4spec.policy.rules import Rule, RuleBook
 from ds4spec.policy.syntax import SyntaxTracker
 
@@ -66,9 +66,6 @@ FIRST_TRY_SHORT = 2  # lookup's first try in an answer where earlier answers say
 # cost 5% of 26-token answers. While the text is seen in a long copy (``ds4spec.policy.copying``), a first try is no
 # guess.
 BLIND_TRY_STEPS = 1.5
-# Tokens an answer is expected to hold until its length is known (a completion, a chat's first answer) and as many
-# have not been written yet: HumanEval's answers average about 25, a chat's run to hundreds.
-ANSWER_PRIOR = 32
 # The acceptance a model is assumed to get where its event's rule says not to draft (free prose, which a small drafter
 # of another family guesses poorly): SmolLM2's on the F16 pair's prose, 35% in run 50 and 43% in run 52.
 UNDRAFTED_ALPHA = 0.35
@@ -126,11 +123,9 @@ class EventModel:
 class TriggerLearning:
     """Costs and per-event models, kept by an engine across generations (reset when its drafter changes)."""
 
-    def __init__(self, profile: VerifyProfile | None = None) -> None:
+    def __init__(self, profile: VerifyProfile | None = None, reading: ModelReading | None = None) -> None:
         self.costs = SourceCosts(profile)  # the model's cycles without its reads
-        self.reading = ReadingCosts()  # the model's reads of text it had not seen
-        self.answer_tokens: float | None = None  # tokens an answer holds, on average
-        self.written = 0  # tokens committed in this generation
+        self.reading = reading or ModelReading()  # the model's reads of text it had not seen, and what it holds
         self.events: dict[str, EventModel] = {}
         # The model's drafts at every event (``ds4spec.policy.pooling``): their first tokens, and the later ones.
         self.model_first_tokens = AcceptancePool()
@@ -141,14 +136,10 @@ class TriggerLearning:
         # every event (a clock per event probed it at each event in turn: on code, five events, five times as often).
         self.lookup_probing = ProbeBackoff()
         self.model_token_seconds = 0.0  # a model's drafted token, as measured at load (0: not measured)
-        self.model_text: ReadText | None = None  # what the model read last, which its cache keeps a prefix of
         self.confidence = ConfidenceCalibration()  # where the model's drafts stop
 
     def new_generation(self) -> None:
-        if self.written:
-            last = float(self.written)
-            self.answer_tokens = last if self.answer_tokens is None else 0.5 * (self.answer_tokens + last)
-        self.written = 0
+        self.reading.new_generation()
         self.costs.new_generation()
         self.lookup.carry_over()
         self.lookup_drafts = 0
@@ -176,11 +167,7 @@ class TriggerPolicy(DraftPolicy):
         self.candidates = candidate_lengths(draft_max)
         self._current: EventModel | None = None
         self._asked = "any"
-        self._prompt_unread = 0  # bytes of the prompt the model has not read
-        self._unread = 0  # bytes committed since the model last read
-        self._unread_asked = (0, 0)  # both, when the model was last asked
-        self._read_text = ReadText(b"", bytearray())  # the prompt and this generation's text, the model's read of it
-        self._answer_asked = 0  # bytes of the answer when the model was last asked
+        self.unread = UnreadText(self.learning.reading)  # what the model has not read of the prompt and the answer
         self._read = 0.0  # seconds the drafter spent reading before this cycle's draft
         self.copies = CopyWatch(self.learning.lookup)
         self._rate_bound: tuple[object, float] = (None, 0.0)  # lookup's best rate, with what it was computed from
@@ -193,25 +180,19 @@ class TriggerPolicy(DraftPolicy):
         self.tracker.begin(context.text if context.text is not None else b"")
         self.learning.new_generation()
         self.copies.begin(context)
-        prompt = copy_source(context)
-        held = self.learning.model_text
-        self._prompt_unread = held.unread_of(prompt) if held is not None else len(prompt)
-        self._read_text = ReadText(prompt, bytearray(), chat=context.text is None)
-        self._unread = 0
+        self.unread.begin(context)
 
     def extend(self, committed: bytes) -> None:
         self.copies.extend(committed)
         self.tracker.extend(committed)
-        self._unread += len(committed)
-        self._read_text.answer += committed
+        self.unread.extend(committed)
 
     def observe_reading(self, seconds: float) -> None:
         self._read = seconds
 
     def draft_length(self) -> int:
         self._stop_rate = None
-        self._unread_asked = (self._prompt_unread, self._unread)
-        self._answer_asked = len(self._read_text.answer)
+        self.unread.asked()
         self.copies.look(prose=self.tracker.family_in_force.prose)  # inside a fence, the fenced language's
         if self._lookup_idle():
             self.event, self._current, self._asked, self.source = NO_DRAFT_PAYS, None, "any", "any"
@@ -361,26 +342,16 @@ class TriggerPolicy(DraftPolicy):
         committed since it last read, and of the prompt's first read the share of the answer's tokens left that
         the cycle writes (that read serves every later draft of the answer). Until an answer's length is known (a
         ``ds4spec complete``, a chat's first answer), as many tokens are expected to come as were written, and at
-        least ``ANSWER_PRIOR``: a first read is charged a large share early in an answer (measured on HumanEval
-        with the default pair: one at the answer's fifth token read the prompt for 0.45 s, 18 plain steps, for a
-        draft of 2 tokens) and spread more thinly as a long answer shows itself.
+        least ``ANSWER_PRIOR`` (``ds4spec.policy.reading``): a first read is charged a large share early in an answer
+        (measured on HumanEval with the default pair: one at the answer's fifth token read the prompt for 0.45 s, 18
+        plain steps, for a draft of 2 tokens) and spread more thinly as a long answer shows itself.
 
         In prose (markdown outside a fence) what was committed since is charged by that share too, unless ``whole``
         (a probe's loss): it was written a token or two a cycle, not copied by the hundred bytes as an edited file
         is, and once asked the model drafts on. Charged whole, every cycle the model was not asked made asking it
         dearer, and one lookup match in a prose answer kept it out for the rest of the answer (F16 pair, run 52:
         asked again after 35 cycles, it would have read 1.1 plain steps of text)."""
-        learning = self.learning
-        text = learning.reading.cost(self._unread)
-        spread = self.copies.prose and not whole and self._unread > 0
-        if not (self._prompt_unread or spread):
-            return text
-        expected = learning.answer_tokens if learning.answer_tokens is not None else max(
-            ANSWER_PRIOR, 2.0 * learning.written)
-        share = min(1.0, tokens / max(expected - learning.written, tokens))
-        # Charged whole: the text, or in prose only the fixed part (the pass that yields the draft's first token).
-        whole_part = min(text, learning.reading.fit()[0]) if spread else text
-        return whole_part + (learning.reading.cost(self._prompt_unread + self._unread) - whole_part) * share
+        return self.unread.charge(tokens, spread=self.copies.prose and not whole)
 
     def _model_could_pay(self, k: int, plain: float) -> bool:
         """Whether a model's first try here could beat a plain step: a draft of ``k`` tokens all accepted, charged
@@ -417,7 +388,7 @@ class TriggerPolicy(DraftPolicy):
                 best, best_rate = k, rate
         if not best:
             return 0
-        whole = self._model_cycle(best) + self.learning.reading.cost(self._prompt_unread + self._unread)
+        whole = self._model_cycle(best) + self.unread.cost()
         return best if whole / plain - 1 <= BLIND_TRY_STEPS else 0
 
     def _model_rate(self, alpha: float, k: int, first: float | None = None) -> float:
@@ -575,33 +546,23 @@ class TriggerPolicy(DraftPolicy):
                 source: str = "") -> None:
         costs = self.learning.costs
         read, self._read = self._read, 0.0
-        self.learning.written += accepted + 1
+        self.learning.reading.wrote(accepted + 1)
         if drafted and source in SOURCES:
             # The pass was over the drafted tokens, maybe fewer; a model's read is charged by what it read.
             costs.observe(source, drafted, cycle_seconds - read if source == "model" else cycle_seconds)
             self._learn(source, drafted, accepted)
             if source == "model":
-                self._model_read(read)
+                self.unread.read(read)
         elif requested and "model" in self.sources and self._asked != "lookup":
             # The model ran and offered nothing usable: its time is spent, and for this event it is a miss.
             costs.observe("model", requested, cycle_seconds - read)
             self._learn("model", 1, 0)
-            self._model_read(read)
+            self.unread.read(read)
         else:
             costs.observe_plain(cycle_seconds)  # a plain step, or a lookup miss (which costs nothing)
         # Lookup, when asked (alone, or first for ``any``), had a draft or not: once a cycle.
         lookup_asked = requested and self._asked != "model" and "lookup" in self.sources
         self._matched(lookup_asked, bool(drafted) and source == "lookup")
-
-    def _model_read(self, seconds: float) -> None:
-        """The model read all it had not seen when asked (in ``seconds``; 0 when it reads beside the target)."""
-        prompt, unread = self._unread_asked
-        if seconds > 0:
-            self.learning.reading.observe(prompt + unread, seconds)
-        self._prompt_unread = 0
-        self._unread -= unread
-        self._read_text.read = self._answer_asked
-        self.learning.model_text = self._read_text
 
     def _learn(self, source: str, drafted: int, accepted: int) -> None:
         model = self._current
