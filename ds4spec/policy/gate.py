@@ -474,8 +474,9 @@ class GatedPolicy(DraftPolicy):
     def begin(self, context: DraftContext) -> None:
         self._carry_over()
         self.costs.new_generation()
-        self.reading.new_generation()
-        self.unread.begin(context)
+        if self.charges_reading:  # what a model has read matters only where one is asked
+            self.reading.new_generation()
+            self.unread.begin(context)
 
     def _carry_over(self) -> None:
         """Keeps what earlier generations taught of acceptance, lightly held (``CARRIED_TRIALS``)."""
@@ -484,7 +485,8 @@ class GatedPolicy(DraftPolicy):
             self.model_acceptance.carry_over(CARRIED_TRIALS)
 
     def extend(self, committed: bytes) -> None:
-        self.unread.extend(committed)
+        if self.charges_reading:
+            self.unread.extend(committed)
 
     def observe_reading(self, seconds: float) -> None:
         self._read = seconds
@@ -497,7 +499,8 @@ class GatedPolicy(DraftPolicy):
 
     def draft_length(self) -> int:
         self.source = self.asks
-        self.unread.asked()
+        if self.charges_reading:
+            self.unread.asked()
         if not self.costs.measured(0):
             return 0  # the first cycle measures a plain step: the yardstick for everything else
         if self.costs.plain_is_stale():
@@ -508,7 +511,7 @@ class GatedPolicy(DraftPolicy):
         if self.lookup_alone:
             best = self._hybrid(measured)
         else:
-            best = self._best(measured, self.acceptance, self._read_charge if self.charges_reading else None)
+            best = self._best(measured, self.acceptance, self.unread.charge if self.charges_reading else None)
         if best > 0:
             self._probing.reset()
             # Climb: while the longest length tried is the best, try the next longer one (once).
@@ -532,7 +535,7 @@ class GatedPolicy(DraftPolicy):
         """A hybrid drafter's length and source: lookup, then the model where lookup has no match (``any``), where the
         model's draft pays with its read charged; else lookup alone, whose miss is a plain step."""
         by_lookup = self._best(measured, self.acceptance, None)
-        by_model = self._best(measured, self.model_acceptance, self._read_charge)
+        by_model = self._best(measured, self.model_acceptance, self.unread.charge)
         self.source = "any" if by_model else "lookup"
         return max(by_lookup, by_model)
 
@@ -550,18 +553,14 @@ class GatedPolicy(DraftPolicy):
 
     def _model_could_pay(self) -> bool:
         """Whether some length could beat a plain step at ``OPTIMISTIC_ALPHA``, charged its verify pass (measured or
-        the profile's), its drafted tokens at the cost measured at load, and its read (``_read_charge``)."""
+        the profile's), its drafted tokens at the cost measured at load, and its read (``UnreadText.charge``)."""
         floor = 1.0 / self.costs.cost(0)
         for k in self.costs.ranked_lengths(self.draft_max):
             tokens = expected_tokens(OPTIMISTIC_ALPHA, k)
             cycle = self.costs.cost(k) + (0.0 if self.costs.measured(k) else k * self.model_token_seconds)
-            if tokens / (cycle + self._read_charge(tokens)) > floor:
+            if tokens / (cycle + self.unread.charge(tokens)) > floor:
                 return True
         return False
-
-    def _read_charge(self, tokens: float) -> float:
-        """Seconds of the model's read charged to a cycle expected to write ``tokens`` (``UnreadText.charge``)."""
-        return self.unread.charge(tokens)
 
     def _probe_waste(self, k: int) -> float:
         """The plain steps a rejected probe of ``k`` tokens loses: none for lookup, whose probe without a match is a
@@ -574,7 +573,8 @@ class GatedPolicy(DraftPolicy):
     def observe(self, requested: int, drafted: int, accepted: int, cycle_seconds: float,
                 source: str = "") -> None:
         read, self._read = self._read, 0.0
-        self.reading.wrote(accepted + 1)
+        if self.charges_reading:
+            self.reading.wrote(accepted + 1)
         # A cycle costs what its verify pass over the drafted tokens costs (a draft may come shorter than asked).
         # One whose model drafter offered nothing cost what asking it costs, and won nothing: counted as a plain
         # step it would make the yardstick dearer and drafting look cheap (measured: a drafter whose catch-ups
