@@ -13,6 +13,7 @@ from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.policy.copying import (
     COPY_WINDOW,
     LONG_COPY,
+    RESUME_SPAN,
     SHORT_COPY_PRIOR,
     Copy,
     CopyWatch,
@@ -38,7 +39,7 @@ def _watch(answer: bytes, prompt: bytes = FILE) -> CopyWatch:
 
 
 @pytest.mark.parametrize(("answer", "copy"), [
-    (FILE[: COPY_WINDOW - 1], "none"),  # too short to tell
+    (FILE[1:COPY_WINDOW], "none"),  # too short to tell
     (FILE[:COPY_WINDOW], "short"),  # the prompt's text
     (b"```python\n" + FILE[:40], "short"),
     (FILE[:LONG_COPY], "long"),
@@ -51,15 +52,63 @@ def test_the_text_is_copying_when_its_last_bytes_occur_in_the_prompt(answer: byt
     assert _watch(answer).look() == copy
 
 
+@pytest.mark.parametrize(("opening", "chat", "copy"), [
+    (b"```", True, "short"),  # the fence of the prompt's file: an edit of it
+    (FILE[:8], True, "short"),  # the file's first line, unfenced
+    (b"``", True, "none"),  # too short to tell
+    (b"ef gra", True, "none"),  # not where a line of the prompt starts
+    (b"The sum", True, "none"),  # in the prompt, but not at the start of a line
+    (b"```", False, "none"),  # a completion goes on with its prompt's line: its window must fill first
+])
+def test_a_chat_answer_that_opens_as_a_line_of_its_prompt_is_copying_from_its_first_bytes(
+    opening: bytes, chat: bool, copy: Copy
+) -> None:
+    """An edit's answer opens with the fence of the file it repeats: judged as new text until 16 bytes were written,
+    the F16 pair's triggers asked the model there, which first read the whole prompt (1.6 to 2.6 plain steps) for a
+    draft of 1 or 2 tokens, where lookup alone went on with the file (run 66)."""
+    prompt = b"Rename it in:\n\n```python\n" + FILE + b"```"
+    watch = CopyWatch(LookupAcceptance())
+    context = DraftContext(messages=(ChatMessage("user", prompt.decode()),)) if chat else DraftContext(text=prompt)
+    watch.begin(context)
+    watch.extend(opening)
+    assert watch.look() == copy
+
+
+def test_where_a_copy_broke_at_an_edited_name_lookup_is_judged_as_resuming_it_for_a_few_bytes() -> None:
+    """Lookup resumes a copy after an edited identifier (ds4spec.drafters.lookup); judged as new text there, the
+    triggers asked the model, and lookup's figure was new code's."""
+    watch = _watch(FILE[:4])
+    watch.extend(FILE[4:24])
+    assert watch.look() == "short"
+    watch.extend(b"cents_")  # the edited name, in a commit that first went on with the copy: the break is there
+    assert watch.look() == "resume" and watch.figure() is watch.acceptance.resuming
+    assert watch.look(prose=True) == "none"  # a prose answer's own words resume where a quote ends
+    watch.extend(b"x" * (RESUME_SPAN - len(b"cents_")))
+    assert watch.look() == "resume"
+    watch.extend(b"x")
+    assert watch.look() == "none" and watch.figure() is watch.acceptance.fresh
+
+
+def test_a_draft_that_copied_before_it_broke_moves_the_break_to_where_it_broke() -> None:
+    """A copy seen at a cycle's start goes on through the bytes its draft committed: the break is where they leave
+    it, not where the cycle began."""
+    watch = _watch(FILE[:COPY_WINDOW])
+    assert watch.look() == "short"
+    watch.extend(FILE[COPY_WINDOW:90] + b"gross" + b"y" * (RESUME_SPAN - len(b"gross")))  # a long draft, then an edit
+    assert watch.look() == "resume"
+    watch.extend(b"y")
+    assert watch.look() == "none"
+
+
 def test_a_copy_is_sure_once_the_answer_has_copied_a_long_run_and_stays_so_after_an_edit() -> None:
     """In the replay, short copies after a long one were right with alpha 0.98 (edits); before any, 0.90 on edits
     and 0.64 to 0.75 on prose."""
     watch = _watch(b"")
     for at in range(0, LONG_COPY, 8):
         watch.extend(FILE[at : at + 8])
-        assert watch.look() == ("none" if at + 8 < COPY_WINDOW else "short" if at + 8 < LONG_COPY else "long")
-    watch.extend(b"cents_total")  # the edited name: new text
-    assert watch.look() == "none"
+        assert watch.look() == ("short" if at + 8 < LONG_COPY else "long")  # the first 8 bytes: the file's opening
+    watch.extend(b"cents_total")  # the edited name: new text, where lookup resumes the copy
+    assert watch.look() == "resume"
     watch.extend(FILE[88:88 + COPY_WINDOW])
     assert watch.look() == "long"
     watch.begin(DraftContext(text=FILE))  # the next answer starts unsure again

@@ -44,6 +44,18 @@ next match in a prose answer at 9 tokens, preferred to a model that paid there: 
 lookup alone for the rest of the answer, which found few matches and fewer right ones (run 52, traced: after the
 edits, the second prose answer's model drafted 4 times, lookup 9 tokens at a time for the 118 cycles left, 5 of its
 32 drafted tokens accepted, where the answer before had the model drafting 47 tokens in 49 cycles).
+
+A chat answer's first bytes are too few for the window, yet an answer that opens as one of its prompt's lines does (a
+code fence: the edit of a fenced file) is copying from its first token; judged as new text, the F16 pair's triggers
+asked the model there, which first read the whole prompt with its file (270 to 450 ms, 1.6 to 2.6 plain steps, for a
+draft of 1 or 2 tokens), where lookup alone went on with the file (run 66). So while a chat answer is shorter than the
+window, it counts as copying where the prompt holds it at the start of a line (``OPENING``).
+
+And where a copy broke (an edited name), the text is new only for a few bytes: lookup resumes the copy after the
+edited identifier (``ds4spec.drafters.lookup``). Judged as new text, those cycles went to the model too (the same
+trace: the code after each renamed name, about 1 plain step lost an edit), and lookup's figure there was new text's,
+which HumanEval's wrong matches had set. So for ``RESUME_SPAN`` bytes after the text last went on with its copy,
+outside prose, lookup's drafts are judged by a figure of their own (``resume``), held as a copy's is.
 """
 
 from __future__ import annotations
@@ -62,6 +74,11 @@ COPYING_PRIOR = 0.9  # before any draft while copying: what the replay measured,
 SHORT_COPY_PRIOR = 0.9  # each answer's first short copy: edits' and HumanEval's
 SHORT_COPY_WEIGHT = 8.0  # drafts' worth the replay's figure is held as, each answer (docstring)
 QUOTE_PRIOR = 0.7  # each answer's first short copy in prose: the replay's 0.64 to 0.75
+OPENING = 3  # bytes of a chat answer that must open a line of its prompt for the answer to be seen copying (a fence)
+RESUME_SPAN = 64  # bytes after the text last went on with a copy of the prompt, in which lookup resumes it
+# Lookup's drafts where a copy broke, before any: of lookup alone's first drafts after an edit's renamed names (F16
+# pair, run 66), about three tokens of four were kept.
+RESUME_PRIOR = 0.75
 # Carried into the next generation, as this many drafts: while copying, alpha is a property of lookup, so it is held
 # as the gate holds its own; elsewhere it is a property of the answer (does it copy its input?) and held lightly:
 # carried for longer, HumanEval's wrong copies kept the next edits from lookup's first tries (Q4_K_M edits: triggers
@@ -70,29 +87,35 @@ COPYING_CARRIED = 6.0
 FRESH_CARRIED = 2.0
 
 # Where the answer's last COPY_WINDOW bytes are: nowhere in the prompt; in it, a copy that has not yet gone on for
-# LONG_COPY bytes in this answer; in it, in or after such a copy.
-Copy = Literal["none", "short", "long"]
+# LONG_COPY bytes in this answer; in it, in or after such a copy; nowhere, but within RESUME_SPAN bytes of where the
+# text last went on with a copy (outside prose).
+Copy = Literal["none", "short", "long", "resume"]
 
 
 class LookupAcceptance:
-    """Lookup's acceptance, apart in a long copy of the prompt, a short one, a quote (a copy in prose) and elsewhere."""
+    """Lookup's acceptance, apart in a long copy of the prompt, a short one, a quote (a copy in prose), just after a
+    copy broke, and elsewhere."""
 
     def __init__(self) -> None:
         self.copying = AcceptanceModel(COPYING_PRIOR)  # in or after a long copy
         self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR, SHORT_COPY_WEIGHT)
         self.quote = AcceptanceModel(QUOTE_PRIOR)
+        self.resuming = AcceptanceModel(RESUME_PRIOR)
         self.fresh = AcceptanceModel()
         self.fresh_prose = AcceptanceModel()  # elsewhere in prose (module docstring)
 
     def model(self, copy: Copy, prose: bool = False) -> AcceptanceModel:
         if prose:
-            return self.quote if copy != "none" else self.fresh_prose
+            return self.quote if copy in ("short", "long") else self.fresh_prose
         if copy == "short":
             return self.short_copy
+        if copy == "resume":
+            return self.resuming
         return self.copying if copy == "long" else self.fresh
 
     def carry_over(self) -> None:
         self.copying.carry_over(COPYING_CARRIED)
+        self.resuming.carry_over(COPYING_CARRIED)
         self.short_copy = AcceptanceModel(SHORT_COPY_PRIOR, SHORT_COPY_WEIGHT)
         self.quote = AcceptanceModel(QUOTE_PRIOR)
         self.fresh.carry_over(FRESH_CARRIED)
@@ -108,29 +131,50 @@ class CopyWatch:
         self.copy: Copy = "none"  # at the last ``look``
         self.prose = False  # whether the text at the last ``look`` is prose, where its owner knows (the triggers)
         self._source = b""
+        self._chat = False  # a chat answer, which opens a line; a completion goes on with its prompt's
         self._tail = b""  # the answer's last LONG_COPY bytes
+        self._written = 0  # bytes of the answer
         self._copied_long = False  # whether the answer has copied LONG_COPY bytes of the prompt in one run
         self._next = b""  # what the copy says comes next, while a plain step is pending
+        self._from: int | None = None  # where in the prompt the copy seen at the last ``look`` goes on
+        self._copied_to: int | None = None  # the answer's length where it last went on with a copy
 
     def begin(self, context: DraftContext) -> None:
         self._source = context.content()
+        self._chat = context.text is None
         self._tail = b""
+        self._written = 0
         self._copied_long = False
         self.copy, self._next = "none", b""
+        self._from = self._copied_to = None
 
     def look(self, prose: bool = False) -> Copy:
         """Whether and how far the text now repeats the prompt; remembers what followed there, for ``extend``."""
         self.prose = prose
         window = self._tail[-COPY_WINDOW:]
-        at = self._source.find(window) if len(window) == COPY_WINDOW else -1
+        at = self._find(window)
         if at < 0:
-            self.copy, self._next = "none", b""
+            near = self._copied_to is not None and self._written - self._copied_to <= RESUME_SPAN
+            self.copy = "resume" if near and not prose else "none"
+            self._next, self._from = b"", None
             return self.copy
         if not self._copied_long and len(self._tail) == LONG_COPY:
             self._copied_long = self._tail in self._source
         self.copy = "long" if self._copied_long else "short"
-        self._next = self._source[at + COPY_WINDOW : at + COPY_WINDOW + SHADOW_BYTES]
+        self._from = at + len(window)
+        self._copied_to = self._written
+        self._next = self._source[self._from : self._from + SHADOW_BYTES]
         return self.copy
+
+    def _find(self, window: bytes) -> int:
+        """Where ``window`` (the answer's last bytes) starts in the prompt, or -1: a full window anywhere; a chat
+        answer shorter than that, at the start of one of the prompt's lines (``OPENING``)."""
+        if len(window) == COPY_WINDOW:
+            return self._source.find(window)
+        if not self._chat or len(window) < OPENING or len(window) != self._written:
+            return -1
+        at = self._source.find(b"\n" + window)
+        return at + 1 if at >= 0 else (0 if self._source.startswith(window) else -1)
 
     def figure(self) -> AcceptanceModel:
         """Lookup's acceptance where the text was at the last ``look``."""
@@ -141,11 +185,18 @@ class CopyWatch:
         self._next = b""
 
     def extend(self, committed: bytes) -> None:
-        """After a plain step decided while copying, scores the copy's next bytes against the target's."""
+        """After a plain step decided while copying, scores the copy's next bytes against the target's; follows the
+        copy seen at the last ``look`` through what was committed, to where it broke."""
         if self._next and committed:
             n = min(len(committed), len(self._next))
             self.figure().observe(1, int(committed[:n] == self._next[:n]))
         self._next = b""
+        if self._from is not None:
+            ahead = self._source[self._from : self._from + len(committed)]
+            same = next((i for i, (a, b) in enumerate(zip(ahead, committed, strict=False)) if a != b), len(ahead))
+            self._copied_to = self._written + same
+            self._from = self._from + same if same == len(committed) else None
+        self._written += len(committed)
         self._tail = (self._tail + committed)[-LONG_COPY:]
 
 

@@ -148,12 +148,15 @@ class UnreadText:
         """Seconds to read all of it, as reads so far priced it."""
         return self.reading.costs.cost(self.total)
 
-    def charge(self, tokens: float, spread: bool = False) -> float:
+    def charge(self, tokens: float, spread: bool = False, shared: bool = True) -> float:
         """Seconds of reading charged to a cycle expected to write ``tokens``: all of reading what was committed since
         the drafter last read, and of the prompt's first read the share of the tokens left that the cycle writes (that
-        read serves every later draft of the answer). With ``spread``, what was committed since is charged by that
-        share too, but for the fixed part of a read (the pass that yields the draft's first token)."""
+        read serves every later draft of the answer), or all of it unless ``shared``. With ``spread``, what was
+        committed since is charged by that share too, but for the fixed part of a read (the pass that yields the
+        draft's first token)."""
         costs = self.reading.costs
+        if not shared:
+            return self.cost()
         text = costs.cost(self.answer)
         spread = spread and self.answer > 0
         if not (self.prompt or spread):

@@ -350,8 +350,15 @@ class TriggerPolicy(DraftPolicy):
         (a probe's loss): it was written a token or two a cycle, not copied by the hundred bytes as an edited file
         is, and once asked the model drafts on. Charged whole, every cycle the model was not asked made asking it
         dearer, and one lookup match in a prose answer kept it out for the rest of the answer (F16 pair, run 52:
-        asked again after 35 cycles, it would have read 1.1 plain steps of text)."""
-        return self.unread.charge(tokens, spread=self.copies.prose and not whole)
+        asked again after 35 cycles, it would have read 1.1 plain steps of text).
+
+        While the answer copies its prompt outside prose (an edited file, ``ds4spec.policy.copying``), the prompt's read
+        is charged whole: lookup drafts the copy, and the read serves the few drafts the model makes where the copy
+        breaks. Charged by share, the F16 pair's model was asked at an edit's first renamed name, where lookup resumes
+        the copy, and read the prompt with its file for 250 to 530 ms, 1.5 to 3 plain steps, for a draft of about 10
+        tokens (run 66). A prose answer's quote is short, and the model writes the rest of the answer."""
+        prose, copying = self.copies.prose, self.copies.copy != "none"
+        return self.unread.charge(tokens, spread=prose and not whole, shared=prose or not copying)
 
     def _model_could_pay(self, k: int, plain: float) -> bool:
         """Whether a model's first try here could beat a plain step: a draft of ``k`` tokens all accepted, charged
