@@ -76,8 +76,8 @@ SHORT_COPY_WEIGHT = 8.0  # drafts' worth the replay's figure is held as, each an
 QUOTE_PRIOR = 0.7  # each answer's first short copy in prose: the replay's 0.64 to 0.75
 OPENING = 3  # bytes of a chat answer that must open a line of its prompt for the answer to be seen copying (a fence)
 RESUME_SPAN = 64  # bytes after the text last went on with a copy of the prompt, in which lookup resumes it
-# Lookup's drafts where a copy broke, before any: of lookup alone's first drafts after an edit's renamed names (F16
-# pair, run 66), about three tokens of four were kept.
+# Lookup's drafts where a copy broke, before any: lookup alone's drafts after the five edits' renamed names kept 25 of
+# their 36 tokens (F16 pair, run 66).
 RESUME_PRIOR = 0.75
 # Carried into the next generation, as this many drafts: while copying, alpha is a property of lookup, so it is held
 # as the gate holds its own; elsewhere it is a property of the answer (does it copy its input?) and held lightly:
