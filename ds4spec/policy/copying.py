@@ -65,7 +65,7 @@ from typing import Literal
 from ds4spec.core.drafting import DraftContext
 from ds4spec.policy.confidence import ConfidenceCalibration
 from ds4spec.policy.gate import CARRIED_TRIALS, Acceptance, AcceptanceModel, CycleCosts, GatedPolicy
-from ds4spec.policy.reading import ModelReading
+from ds4spec.policy.reading import ModelReading, shared_prefix
 
 COPY_WINDOW = 16  # bytes; with 8, HumanEval's new code matched often and wrongly (alpha 0.33), 12 did as well as 16
 LONG_COPY = 64  # bytes copied in one run, now or earlier in the answer, after which a copy is sure
@@ -193,7 +193,7 @@ class CopyWatch:
         self._next = b""
         if self._from is not None:
             ahead = self._source[self._from : self._from + len(committed)]
-            same = next((i for i, (a, b) in enumerate(zip(ahead, committed, strict=False)) if a != b), len(ahead))
+            same = shared_prefix(ahead, committed)
             self._copied_to = self._written + same
             self._from = self._from + same if same == len(committed) else None
         self._written += len(committed)
