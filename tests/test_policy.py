@@ -272,6 +272,18 @@ def test_a_models_dear_probe_waits_until_it_would_cost_a_small_share_of_the_lull
     assert 2 / PROBE_SHARE > 2 * FIRST_PROBE_AFTER  # what this case tells apart from lookup's back-off below
 
 
+def test_a_model_drafter_that_offers_nothing_is_a_rejected_draft_and_no_measure_of_a_cycle() -> None:
+    """Asked for 16 tokens it offered none usable: the cycle cost a plain step and the drafter's call. Learned as a
+    cycle drafting 16, drafts that long would look cheaper than the verify pass over them alone."""
+    gate = GatedPolicy(16, CycleCosts(CPU), model_misses=True)
+    gate.observe(0, 0, 0, CPU.spans[1])
+    before, first = gate.costs.cost(16), gate.acceptance.first
+    gate.observe(16, 0, 0, 1.1 * CPU.spans[1])
+    assert not gate.costs.measured(16) and gate.costs.cost(16) == pytest.approx(before)
+    assert gate.costs.cost(16) >= CPU.seconds(16)
+    assert gate.acceptance.first < first  # a draft whose first token was rejected
+
+
 def test_lookups_probe_keeps_the_short_back_off() -> None:
     """Lookup's probe costs nothing without a match, and a match in a copying answer is the copy to find quickly
     (with the model's budget, the edits after HumanEval fell from 1.59x to 1.27x with lookup alone)."""

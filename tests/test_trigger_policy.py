@@ -29,7 +29,7 @@ from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
 from ds4spec.policy.copying import QUOTE_PRIOR, SHORT_COPY_PRIOR
-from ds4spec.policy.gate import GatedPolicy
+from ds4spec.policy.gate import OPTIMISTIC_ALPHA, GatedPolicy, expected_tokens
 from ds4spec.policy.probing import FIRST_PROBE_AFTER, PROBE_SHARE
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ANSWER_PRIOR, ReadingCosts
@@ -1049,3 +1049,46 @@ def test_an_edit_s_answer_opening_with_its_prompt_s_fence_is_drafted_by_lookup_n
     fresh.begin(DraftContext(messages=(ChatMessage("user", "Write a function that sums prices."),)))
     fresh.extend(b"```python\ndef cents")
     assert fresh.draft_length() > 0 and fresh.source == "model" and fresh.copies.copy == "none"
+
+
+@pytest.mark.parametrize(("profile", "tried"), [
+    (COMPUTE_BOUND, False),  # a pass over 6 tokens costs 4.6 steps: 90% accepted would win 1.5 steps of 40 tokens
+    (MEMORY_BOUND, True),  # 1.5 steps: it would win 25
+])
+def test_a_model_s_first_try_that_must_read_the_prompt_is_a_bet_at_even_odds(
+    book: RuleBook, profile: VerifyProfile, tried: bool
+) -> None:
+    """Its share of the read won back, the first try must also win, if the model pays at the acceptance the load-time
+    check assumes, more over the answer's tokens left than a rejected one loses with its whole read (here 3 plain
+    steps). Measured on HumanEval with the default pair on a 2-core AVX-512 FP16 machine: tries that would have
+    written the answer 2 to 17% faster at 90% lost 6 to 9 plain steps each when rejected (triggers 0.93x, run 66)."""
+    read = ReadingCosts()
+    read.observe(300, 3.0)
+    learning = TriggerLearning(profile)
+    learning.reading.costs = read
+    policy = TriggerPolicy(book, "python", 16, ("model",), learning)
+    policy.begin(DraftContext(text=b"#" * 300))
+    learning.reading.answer_tokens = 40.0
+    policy.observe(0, 0, 0, 1.0, "none")
+    policy.tracker.begin(COMMENT)
+    k = PRIOR["python.comment"]
+    tokens = expected_tokens(OPTIMISTIC_ALPHA, k)
+    assert tokens / (policy._model_cycle(k) + policy._reading(tokens)) > 1.0  # its share alone would let it try
+    assert _at(policy, COMMENT) == (k if tried else 0)
+
+
+def test_a_model_that_offers_nothing_teaches_a_miss_not_a_cheap_long_cycle(book: RuleBook) -> None:
+    """A model asked for 15 tokens that offers none usable costs the target a plain step and the drafter its call:
+    no measure of a cycle drafting 15. Learned as one, it priced such cycles at 1.43 plain steps where the pass over
+    them alone costs 4.19, and the default pair's SmolLM2 was then asked for 15 tokens at every event of HumanEval
+    (0.84x, run 67)."""
+    policy = TriggerPolicy(book, "python", 16, ("model",), TriggerLearning(COMPUTE_BOUND))
+    policy.observe(0, 0, 0, 1.0, "none")
+    before = policy.learning.costs.tables["model"].cost(15)
+    assert _at(policy, COMMENT) > 0
+    policy.observe(15, 0, 0, 1.1, "none")
+    table = policy.learning.costs.tables["model"]
+    assert not table.measured(15) and table.cost(15) == pytest.approx(before)
+    assert before >= COMPUTE_BOUND.ratio(15)  # at least the pass over them (a plain step: 1 second)
+    event = policy.learning.events["python.comment"]
+    assert event.attempts["model"] == 1 and event.acceptance.first < 0.5  # a draft whose first token was rejected

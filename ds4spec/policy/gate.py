@@ -576,15 +576,16 @@ class GatedPolicy(DraftPolicy):
         if self.charges_reading:
             self.reading.wrote(accepted + 1)
         # A cycle costs what its verify pass over the drafted tokens costs (a draft may come shorter than asked).
-        # One whose model drafter offered nothing cost what asking it costs, and won nothing: counted as a plain
-        # step it would make the yardstick dearer and drafting look cheap (measured: a drafter whose catch-ups
-        # took 20 ms was asked 13 times in 96 tokens of a target stepping in 0.1 ms).
+        # One whose model drafter offered nothing won nothing: it is a rejected draft, priced as one (a whole cycle
+        # of the length asked). Its time measures no cycle: counted as a plain step it would make the yardstick
+        # dearer and drafting look cheap (measured: a drafter whose catch-ups took 20 ms was asked 13 times in 96
+        # tokens of a target stepping in 0.1 ms), and as a cycle of the length asked it made long drafts look
+        # cheap (the triggers, run 67: 15 tokens at 1.43 plain steps, against 4.19 for the pass over them alone).
         missed = not drafted and requested and self.model_misses and self.source != "lookup"
         if self.charges_reading and (missed or (drafted and source == "model")):
             cycle_seconds -= read  # charged apart, by what it read
             self.unread.read(read)
         if missed:
-            self.costs.observe(requested, cycle_seconds)
             self.model_acceptance.observe(1, 0)
             return
         self.costs.observe(drafted, cycle_seconds)
