@@ -74,6 +74,23 @@ def test_a_chat_answer_that_opens_as_a_line_of_its_prompt_is_copying_from_its_fi
     assert watch.look() == copy
 
 
+@pytest.mark.parametrize(("answer", "figure"), [
+    (b"```", "short_copy"),  # an answer opening as its prompt's fenced file: an edit, though markdown's prose
+    (b"Because the sum is", "quote"),  # a prose answer quoting its question a window long: a quote
+])
+def test_in_prose_an_answer_s_opening_copy_is_judged_as_a_copy_and_a_later_one_as_a_quote(
+    answer: bytes, figure: str
+) -> None:
+    """Judged by the quotes' figure, the F16 pair's triggers drafted an edit's opening fence 3 or 4 tokens at a time,
+    where lookup alone drafted the fence and the file's first line in one pass of 10 or 11 tokens (run 67)."""
+    prompt = b"Because the sum is wrong, rename it in:\n\n```python\n" + FILE + b"```"
+    watch = CopyWatch(LookupAcceptance())
+    watch.begin(DraftContext(messages=(ChatMessage("user", prompt.decode()),)))
+    watch.extend(answer)
+    assert watch.look(prose=True) == "short"
+    assert watch.figure() is getattr(watch.acceptance, figure)
+
+
 def test_where_a_copy_broke_at_an_edited_name_lookup_is_judged_as_resuming_it_for_a_few_bytes() -> None:
     """Lookup resumes a copy after an edited identifier (ds4spec.drafters.lookup); judged as new text there, the
     triggers asked the model, and lookup's figure was new code's."""

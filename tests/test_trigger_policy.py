@@ -1061,7 +1061,8 @@ def test_a_model_s_first_try_that_must_read_the_prompt_is_a_bet_at_even_odds(
     """Its share of the read won back, the first try must also win, if the model pays at the acceptance the load-time
     check assumes, more over the answer's tokens left than a rejected one loses with its whole read (here 3 plain
     steps). Measured on HumanEval with the default pair on a 2-core AVX-512 FP16 machine: tries that would have
-    written the answer 2 to 17% faster at 90% lost 6 to 9 plain steps each when rejected (triggers 0.93x, run 66)."""
+    written the answer 2 to 17% faster at 90% took 6 to 9.5 plain steps each when rejected (triggers 0.93x and
+    0.94x, run 66)."""
     read = ReadingCosts()
     read.observe(300, 3.0)
     learning = TriggerLearning(profile)

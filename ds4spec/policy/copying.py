@@ -49,7 +49,10 @@ A chat answer's first bytes are too few for the window, yet an answer that opens
 code fence: the edit of a fenced file) is copying from its first token; judged as new text, the F16 pair's triggers
 asked the model there, which first read the whole prompt with its file (270 to 450 ms, 1.6 to 2.6 plain steps, for a
 draft of 1 or 2 tokens), where lookup alone went on with the file (run 66). So while a chat answer is shorter than the
-window, it counts as copying where the prompt holds it at the start of a line (``OPENING``).
+window, it counts as copying where the prompt holds it at the start of a line (``OPENING``). Such an opening is no
+quote, though the answer's markdown is prose until its fence opens: judged by the quotes' figure (0.7), the F16 pair's
+triggers drafted an edit's opening fence 3 or 4 tokens at a time and its first code line apart, where lookup alone,
+by the short copies' figure, drafted both in one pass of 10 or 11 tokens (run 67).
 
 And where a copy broke (an edited name), the text is new only for a few bytes: lookup resumes the copy after the
 edited identifier (``ds4spec.drafters.lookup``). Judged as new text, those cycles went to the model too (the same
@@ -161,6 +164,7 @@ class CopyWatch:
         if not self._copied_long and len(self._tail) == LONG_COPY:
             self._copied_long = self._tail in self._source
         self.copy = "long" if self._copied_long else "short"
+        self.prose = prose and len(window) == COPY_WINDOW  # an answer opening as a line of its prompt is no quote
         self._from = at + len(window)
         self._copied_to = self._written
         self._next = self._source[self._from : self._from + SHADOW_BYTES]

@@ -377,8 +377,8 @@ class TriggerPolicy(DraftPolicy):
         And the try is a bet at even odds: what the answer's tokens left would win at that rate must exceed what a
         rejected try loses, its whole read included. Without it the default pair's SmolLM2 was tried at HumanEval
         answers' first lines on a 2-core AVX-512 FP16 machine, where at 90% acceptance it would have written them
-        2 to 17% faster, and each rejected try lost 6 to 9 plain steps (a read of 4.4 to 7.2): the triggers ran at
-        0.93x and 0.94x (run 66). On the F16 pair such a try wins over 5 times what it risks."""
+        2 to 17% faster, and a rejected try's cycle took 6 to 9.5 plain steps (reads of 3.4 to 7.2): the triggers ran
+        at 0.93x and 0.94x (run 66). On the F16 pair a first line's try would win about 20 steps for 1.4."""
         cycle = self._model_cycle(k)
         if (k + 1) / (cycle + self._reading(k + 1)) <= 1.0 / plain:
             return False
