@@ -391,7 +391,7 @@ class TriggerPolicy(DraftPolicy):
             return False
         left = max(self.learning.reading.tokens_left(), tokens)
         won = left * (1 - 1 / (rate * plain))
-        return won > (cycle + self.unread.cost()) / plain - 1
+        return won > self._rejected_try_steps(k, plain)
 
     def _model_against_the_rule(self, plain: float) -> int:
         """The length of a model's first try where the rule says not to draft: the one of the short lengths that pays
@@ -408,8 +408,12 @@ class TriggerPolicy(DraftPolicy):
                 best, best_rate = k, rate
         if not best:
             return 0
-        whole = self._model_cycle(best) + self.unread.cost()
-        return best if whole / plain - 1 <= BLIND_TRY_STEPS else 0
+        return best if self._rejected_try_steps(best, plain) <= BLIND_TRY_STEPS else 0
+
+    def _rejected_try_steps(self, k: int, plain: float) -> float:
+        """Plain steps a model's rejected first try of ``k`` tokens loses: its cycle and all it must read first, less
+        the plain step it replaces."""
+        return (self._model_cycle(k) + self.unread.cost()) / plain - 1
 
     def _model_rate(self, alpha: float, k: int, first: float | None = None) -> float:
         """Tokens a second of a model's cycle drafting ``k`` tokens at acceptance ``alpha`` (``first`` for the first
