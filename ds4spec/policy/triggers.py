@@ -254,7 +254,9 @@ class TriggerPolicy(DraftPolicy):
         if bound > floor:
             return True
         for k in {min(rule.length, self.draft_max) for rule in family.events.values() if rule.length > 0}:
-            rate = self._lookup_best_up_to(k)[1]
+            best, rate = self._lookup_best_up_to(k)
+            if self._priced_blind(best):
+                rate = 0.0  # not tried at that length (``_first_try``)
             if rate > floor or (blind and table.profile.ratio(min(k, FIRST_TRY_SHORT)) <= BLIND_TRY_STEPS):
                 return True
             bound = max(bound, rate)
@@ -462,14 +464,15 @@ class TriggerPolicy(DraftPolicy):
         as long as its own figure says). Before lookup has drafted at all (a ``ds4spec complete``, a session's
         first answer) its figure is the prior, judged the same way: tried at the rule's length there, lookup's blind
         first tries ran unseen HumanEval prompts one a process at 0.84x to 1.02x of plain, 0.93x over three (a pass
-        over 3 tokens: 2.7 plain steps). A model's first try keeps the rule's length: what it is worth depends on
-        the event."""
+        over 3 tokens: 2.7 plain steps). Nor is a length that the prior says pays tried while no cycle of lookup's is
+        measured, where a wrong try is dear (``_priced_blind``). A model's first try keeps the rule's length: what it
+        is worth depends on the event."""
         learning = self.learning
         if untried != ["lookup"]:
             return k
         table = learning.costs.tables["lookup"]
         best, rate = self._lookup_best_up_to(k)
-        if rate > 1.0 / plain:
+        if rate > 1.0 / plain and not self._priced_blind(best):
             return min(k, best)
         # What earlier answers taught (or the prior) says no, but this one may copy its input: where the text shows
         # it doing so, the rule's length; else, before lookup drafted in this answer, a short try finds out where a
@@ -480,6 +483,16 @@ class TriggerPolicy(DraftPolicy):
             return 0
         short = min(k, FIRST_TRY_SHORT)
         return short if table.profile.ratio(short) <= BLIND_TRY_STEPS else 0
+
+    def _priced_blind(self, k: int) -> bool:
+        """Whether a try of lookup's ``k`` tokens outside a copy of the prompt would be priced by the verify profile
+        alone (no cycle of lookup's measured yet: its figure is then the prior too) and lose more than
+        ``BLIND_TRY_STEPS`` if wrong. What it is expected to gain is then within the estimate's error: with AVX2 kernels
+        on a 2-core CPU (default pair, HumanEval) the prior (0.5) made 3 tokens pay by 1% (1.88 tokens for a pass of
+        1.86 steps) where lookup's cycles cost 1.96 to 2.01; rejected in two runs of three, the triggers ran at 0.98x
+        against lookup alone's 1.00x."""
+        table = self.learning.costs.tables["lookup"]
+        return not table.drafts_measured and self.copies.copy == "none" and table.profile.ratio(k) > BLIND_TRY_STEPS
 
     def _first_copy_draft(self, model: EventModel) -> tuple[int, float]:
         """Lookup's first draft at an event while the text copies its prompt, and its rate: the length the copy's
