@@ -37,7 +37,7 @@ def test_eval_span_returns_one_row_of_logits_per_position(tiny_models: dict[str,
 
 @pytest.mark.parametrize("kind", ["bpe", "spm"])
 def test_a_span_viewed_in_place_holds_the_rows_a_copied_span_holds(tiny_models: dict[str, Path], kind: str) -> None:
-    """What verification reads without copying is the same pass's logits, row for row, and cannot be written to."""
+    """What verification reads without copying is the same pass's logits, row for row, in llama.cpp's own buffer."""
     with LlamaTarget(tiny_models[kind], _options()) as target:
         prompt = target.tokenizer.tokenize(PROMPT, add_special=True)
         span = target.tokenizer.tokenize(SPAN)
@@ -47,8 +47,7 @@ def test_a_span_viewed_in_place_holds_the_rows_a_copied_span_holds(tiny_models: 
         viewed = target.eval_span_view(span)
         assert viewed.shape == copied.shape and target.tokens == prompt + span
         np.testing.assert_array_equal(viewed, copied)
-        with pytest.raises(ValueError, match="read-only"):
-            viewed[0, 0] = 0.0
+        assert not viewed.flags.owndata and viewed.flags.writeable  # no copy; an argmax copies a read-only array
         target.rollback(len(prompt))
         with pytest.raises(ValueError, match="at least one token"):
             target.eval_span_view([])

@@ -5,10 +5,10 @@ Contract that speculative verification stands on:
 - ``eval_span(tokens)`` evaluates a span in ONE forward pass and returns the logits of every position of
   the span (row i predicts the token after ``tokens[i]``). Only those rows are computed and copied: no
   ``logits_all`` array of n_ctx x n_vocab.
-- ``eval_span_view(tokens)`` is the same pass, its rows left where llama.cpp wrote them (read-only, valid until the
-  next pass or rollback): what verification reads once needs no copy. It is ``launch(tokens)`` then ``span_rows()``:
-  on a GPU llama.cpp returns from the launch at once and the rows wait for the pass (H200: 0.14 ms, then 1.93 ms),
-  so a caller that ``launches_ahead`` does its bookkeeping in between.
+- ``eval_span_view(tokens)`` is the same pass, its rows left where llama.cpp wrote them (not to be written, valid
+  until the next pass or rollback): what verification reads once needs no copy. It is ``launch(tokens)`` then
+  ``span_rows()``: on a GPU llama.cpp returns from the launch at once and the rows wait for the pass (H200: 0.14 ms,
+  then 1.93 ms), so a caller that ``launches_ahead`` does its bookkeeping in between.
 - ``rollback(n)`` forgets every position from ``n`` on, so that the context holds exactly ``tokens[:n]``.
   After a rollback, evaluating the same tokens again gives the logits a fresh evaluation gives.
 - Models whose memory cannot drop a tail (recurrent and hybrid architectures) keep snapshots of the
@@ -177,9 +177,9 @@ class LlamaTarget:
         return self._decode(tokens, rows=len(tokens))
 
     def eval_span_view(self, tokens: Sequence[int]) -> np.ndarray:
-        """``eval_span``'s pass, its rows a read-only view of llama.cpp's output buffer: valid until the next pass
-        or rollback. Copying them cost more than reading them: a 16-token pass's 16 rows of 151,936 floats took 1.8
-        ms to copy out (Qwen2.5, AVX2 CPU), and verification reads only the rows up to its first rejection."""
+        """``eval_span``'s pass, its rows a view of llama.cpp's output buffer, not to be written: valid until the next
+        pass or rollback. Copying them cost more than reading them: a 16-token pass's 16 rows of 151,936 floats took
+        1.8 ms to copy out (Qwen2.5, AVX2 CPU), and verification reads only the rows up to its first rejection."""
         self.launch(tokens)
         return self.span_rows()
 
@@ -191,8 +191,10 @@ class LlamaTarget:
         self._launched = (len(tokens), time.perf_counter() - start)
 
     def span_rows(self) -> np.ndarray:
-        """The rows of the pass ``launch`` started, once it is done (read-only, valid until the next pass or
-        rollback)."""
+        """The rows of the pass ``launch`` started, once it is done (not to be written, valid until the next pass or
+        rollback). Left writeable: numpy's argmax copies an array flagged read-only first, and a plain step's row took
+        150 us to judge instead of 85 (Qwen2.5's 151,936 logits, 2-core AVX-512 CPU; a 16-token pass's rows 81 us
+        each instead of 67)."""
         if self._launched is None:
             raise RuntimeError("span_rows needs a pass launched and not read yet")
         (n, launch_seconds), self._launched = self._launched, None
@@ -200,9 +202,7 @@ class LlamaTarget:
         logits = llama_cpp.llama_get_logits(self._ctx)  # waits for the pass
         if n == 1:
             self.pass_timing.observe(launch_seconds, time.perf_counter() - start)
-        rows = np.ctypeslib.as_array(logits, shape=(n, self.n_vocab))
-        rows.flags.writeable = False
-        return rows
+        return np.ctypeslib.as_array(logits, shape=(n, self.n_vocab))
 
     @property
     def launches_ahead(self) -> LaunchAhead:

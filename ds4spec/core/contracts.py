@@ -60,7 +60,7 @@ class Target(Protocol):
         ...
 
     def eval_span_view(self, tokens: Sequence[int]) -> np.ndarray:
-        """``eval_span`` whose rows are read-only and valid only until the next pass or rollback (no copy)."""
+        """``eval_span`` whose rows are not to be written and valid only until the next pass or rollback (no copy)."""
         ...
 
     def launch(self, tokens: Sequence[int]) -> None:
