@@ -295,7 +295,7 @@ class TriggerPolicy(DraftPolicy):
             if rate > best_rate:
                 best_rate, best = rate, (k, source)
         untried = [s for s in allowed if model.attempts[s] == 0]
-        if "model" in untried and not self._model_could_pay(min(model.rule.length, self.draft_max), plain):
+        if "model" in untried and not self._model_could_pay(model, min(model.rule.length, self.draft_max), plain):
             untried.remove("model")  # its read of what it has not seen costs more than a whole accepted draft wins
         if model.rule.length > 0 and untried and best[0] == 0:
             # The rule's prior, tried first, where no source tried here pays yet. Where one does, trying another
@@ -362,7 +362,7 @@ class TriggerPolicy(DraftPolicy):
         prose, copying = self.copies.prose, self.copies.copy != "none"
         return self.unread.charge(tokens, spread=prose and not whole, shared=prose or not copying)
 
-    def _model_could_pay(self, k: int, plain: float) -> bool:
+    def _model_could_pay(self, model: EventModel, k: int, plain: float) -> bool:
         """Whether a model's first try here could beat a plain step: a draft of ``k`` tokens all accepted, charged
         its verify pass, its drafted tokens (at the cost measured at load, until cycles that drafted are measured),
         all it must read of what was committed since it last read, and of its first read of the prompt the share
@@ -376,11 +376,15 @@ class TriggerPolicy(DraftPolicy):
         SmolLM2 was tried on the same machine's files: its cycles there, reads of the file included, took 0.44 s
         each (7 plain steps), and the triggers ran at 1.34x against lookup's 1.46x.
 
-        And the try is a bet at even odds: what the answer's tokens left would win at that rate must exceed what a
-        rejected try loses, its whole read included. Without it the default pair's SmolLM2 was tried at HumanEval
-        answers' first lines on a 2-core AVX-512 FP16 machine, where at 90% acceptance it would have written them
-        2 to 17% faster, and a rejected try's cycle took 6 to 9.5 plain steps (reads of 3.4 to 7.2): the triggers ran
-        at 0.93x and 0.94x (run 66). On the F16 pair a first line's try would win about 20 steps for 1.4."""
+        And the try is a bet at even odds: what the answer's tokens left would win at the acceptance the event's
+        figure expects of a draft's tokens (drawn toward the model's other events', a prior of 0.8 before any; whether
+        a first token holds is what the try finds out) must exceed what a rejected try loses, its whole read
+        included. Without it the default pair's SmolLM2 was tried at HumanEval answers' first lines on a 2-core
+        AVX-512 FP16 machine, where at 90% acceptance it would have written them 2 to 17% faster, and a rejected try's
+        cycle took 6 to 9.5 plain steps (reads of 3.4 to 7.2): the triggers ran at 0.93x and 0.94x (run 66). Won at
+        90%, the bet let a 4-token try through on the same machine by a hair (7.74 plain steps to win against 7.65;
+        at 0.8, 0.9): rejected, 7.25 plain steps, the runs at 0.92x and 0.94x (run 68). On the F16 pair a first
+        line's try would win about 12 steps for 1.5."""
         cycle = self._model_cycle(k)
         if (k + 1) / (cycle + self._reading(k + 1)) <= 1.0 / plain:
             return False
@@ -392,7 +396,7 @@ class TriggerPolicy(DraftPolicy):
         if rate <= 1.0 / plain:
             return False
         left = max(self.learning.reading.tokens_left(), tokens)
-        won = left * (1 - 1 / (rate * plain))
+        won = left * (1 - 1 / (self._model_rate(model.acceptance.alpha, k) * plain))
         return won > self._rejected_try_steps(k, plain)
 
     def _model_against_the_rule(self, plain: float) -> int:
