@@ -66,6 +66,10 @@ FIRST_TRY_SHORT = 2  # lookup's first try in an answer where earlier answers say
 # cost 5% of 26-token answers. While the text is seen in a long copy (``ds4spec.policy.copying``), a first try is no
 # guess.
 BLIND_TRY_STEPS = 1.5
+# Before a cycle of lookup's is measured its cost is the profile's pass, and a gain over plain smaller than this is
+# within that estimate's error: on AVX2 kernels the default pair's lookup cycles cost 5 to 8% more than the pass over
+# their tokens (1.96 to 2.01 plain steps against 1.85 to 1.86).
+UNMEASURED_MARGIN = 0.1
 # The acceptance a model is assumed to get where its event's rule says not to draft (free prose, which a small drafter
 # of another family guesses poorly): SmolLM2's on the F16 pair's prose, 35% in run 50 and 43% in run 52.
 UNDRAFTED_ALPHA = 0.35
@@ -255,7 +259,7 @@ class TriggerPolicy(DraftPolicy):
             return True
         for k in {min(rule.length, self.draft_max) for rule in family.events.values() if rule.length > 0}:
             best, rate = self._lookup_best_up_to(k)
-            if self._priced_blind(best):
+            if self._priced_blind(best, rate / floor):
                 rate = 0.0  # not tried at that length (``_first_try``)
             if rate > floor or (blind and table.profile.ratio(min(k, FIRST_TRY_SHORT)) <= BLIND_TRY_STEPS):
                 return True
@@ -476,7 +480,7 @@ class TriggerPolicy(DraftPolicy):
             return k
         table = learning.costs.tables["lookup"]
         best, rate = self._lookup_best_up_to(k)
-        if rate > 1.0 / plain and not self._priced_blind(best):
+        if rate > 1.0 / plain and not self._priced_blind(best, rate * plain):
             return min(k, best)
         # What earlier answers taught (or the prior) says no, but this one may copy its input: where the text shows
         # it doing so, the rule's length; else, before lookup drafted in this answer, a short try finds out where a
@@ -488,15 +492,16 @@ class TriggerPolicy(DraftPolicy):
         short = min(k, FIRST_TRY_SHORT)
         return short if table.profile.ratio(short) <= BLIND_TRY_STEPS else 0
 
-    def _priced_blind(self, k: int) -> bool:
-        """Whether a try of lookup's ``k`` tokens outside a copy of the prompt would be priced by the verify profile
-        alone (no cycle of lookup's measured yet: its figure is then the prior too) and lose more than
-        ``BLIND_TRY_STEPS`` if wrong. What it is expected to gain is then within the estimate's error: with AVX2 kernels
-        on a 2-core CPU (default pair, HumanEval) the prior (0.5) made 3 tokens pay by 1% (1.88 tokens for a pass of
-        1.86 steps) where lookup's cycles cost 1.96 to 2.01; rejected in two runs of three, the triggers ran at 0.98x
-        against lookup alone's 1.00x."""
+    def _priced_blind(self, k: int, gain: float) -> bool:
+        """Whether a try of lookup's ``k`` tokens outside a copy of the prompt, expected to write ``gain`` times a
+        plain step's tokens, is priced by the verify profile alone (no cycle of lookup's measured yet), would lose more
+        than ``BLIND_TRY_STEPS`` if wrong, and gains less than that estimate's error (``UNMEASURED_MARGIN``). With AVX2
+        kernels on a 2-core CPU (default pair, HumanEval) lookup's prior (0.5) made 3 tokens pay by 1% (1.88 tokens
+        for a pass of 1.86 steps); rejected in two runs of three, the triggers ran at 0.98x against lookup alone's
+        1.00x. What earlier answers taught (their copies right) gains far more, and is tried."""
         table = self.learning.costs.tables["lookup"]
-        return not table.drafts_measured and self.copies.copy == "none" and table.profile.ratio(k) > BLIND_TRY_STEPS
+        return (not table.drafts_measured and self.copies.copy == "none" and table.profile.ratio(k) > BLIND_TRY_STEPS
+                and gain < 1 + UNMEASURED_MARGIN)
 
     def _first_copy_draft(self, model: EventModel) -> tuple[int, float]:
         """Lookup's first draft at an event while the text copies its prompt, and its rate: the length the copy's
