@@ -472,9 +472,9 @@ class TriggerPolicy(DraftPolicy):
         as long as its own figure says). Before lookup has drafted at all (a ``ds4spec complete``, a session's
         first answer) its figure is the prior, judged the same way: tried at the rule's length there, lookup's blind
         first tries ran unseen HumanEval prompts one a process at 0.84x to 1.02x of plain, 0.93x over three (a pass
-        over 3 tokens: 2.7 plain steps). Nor is a length that the prior says pays tried while no cycle of lookup's is
-        measured, where a wrong try is dear (``_priced_blind``). A model's first try keeps the rule's length: what it
-        is worth depends on the event."""
+        over 3 tokens: 2.7 plain steps). Nor is a length whose gain is within the profile's error tried while no
+        cycle of lookup's is measured, where a wrong try is dear (``_priced_blind``). A model's first try keeps the
+        rule's length: what it is worth depends on the event."""
         learning = self.learning
         if untried != ["lookup"]:
             return k
