@@ -24,7 +24,7 @@ from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.loading import load_target
 from ds4spec.engine.settings import Settings
 from ds4spec.errors import Ds4Error
-from ds4spec.policy.copying import COPY_WINDOW, LONG_COPY, copy_source
+from ds4spec.policy.copying import COPY_WINDOW, LONG_COPY
 
 SAMPLE = {"humaneval": range(0, 40, 2), "edits": range(5, 60, 3), "prose": range(12)}
 DRAFT_TOKENS = 16
@@ -34,7 +34,7 @@ RUNS = (COPY_WINDOW, 32, 64, 128)  # the answer's last n bytes occur in the prom
 def replay(task: Task, pieces: list[bytes], totals: dict[tuple[str, str], list[int]]) -> None:
     """Adds (positions, drafts, accepted, trials) at each token of the answer ``pieces`` to ``totals``."""
     context = task.draft_context()
-    source = copy_source(context)
+    source = context.content()
     drafter = LookupDrafter()
     drafter.begin(context)
     answer = b""

@@ -20,11 +20,13 @@ one for all events, on one clock an answer). Where lookup alone is asked and not
 event, the event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits its turn must first read the text
 it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is charged to
 the cycle that asks it (in prose, by share), the prompt's first read to the share of the answer that cycle is
-expected to write. Where a rule says not to draft (prose), a model whose drafts pay even at the acceptance such text
-gets is tried there at once. What it learns lives in ``TriggerLearning``, which an engine keeps across generations:
-a chat's tenth answer starts from what the first nine taught. A model's draft stops short of the length chosen
-where, by the drafter's own probability of its next tokens, going on would not pay (``ds4spec.policy.confidence``).
-A model's first drafted token and its later ones are kept at different rates, and learned apart (``SplitAcceptance``).
+expected to write; and while the prompt is unread no cycle asks it unless what its drafts won a token after earlier
+answers' reads (``ReadGains``), over the answer's tokens left, pays for that read. Where a rule says not to draft
+(prose), a model whose drafts pay even at the acceptance such text gets is tried there at once. What it learns lives in
+``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer starts from what the first nine
+taught. A model's draft stops short of the length chosen where, by the drafter's own probability of its next tokens,
+going on would not pay (``ds4spec.policy.confidence``). A model's first drafted token and its later ones are kept at
+different rates, and learned apart (``SplitAcceptance``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ FIRST_TRY_SHORT = 2  # lookup's first try in an answer where earlier answers say
 # cost 5% of 26-token answers. While the text is seen in a long copy (``ds4spec.policy.copying``), a first try is no
 # guess.
 BLIND_TRY_STEPS = 1.5
+# A model's first try that must read the prompt is made where the answer's tokens left are expected to win this many
+# times what a rejected try loses. At even odds, the default pair's SmolLM2 (2-core AVX-512), whose drafts were
+# estimated to win 0.1 plain steps a token, bet a read of 3 to 5 plain steps on answers after a long one, and the
+# answers after such reads won 0.07 a token (-0.05 in short answers, 0.18 in long ones: run 70); on the F16 pair a
+# first line's try is expected to win about ten times what it risks.
+BET_ODDS = 2.0
 # Before a cycle of lookup's is measured its cost is the profile's pass, and a gain over plain smaller than this is
 # within that estimate's error: on AVX2 kernels the default pair's lookup cycles cost 5 to 8% more than the pass over
 # their tokens (1.96 to 2.01 plain steps against 1.85 to 1.86).
@@ -277,6 +285,8 @@ class TriggerPolicy(DraftPolicy):
         if plain is None or self.draft_max <= 0 or self.learning.costs.plain_is_stale():
             return 0, "any"  # the first cycle measures a plain step: the yardstick for everything else
         allowed = [s for s in _CHOICE_SOURCES[model.rule.drafter] if s in self.sources] or list(self.sources)
+        if "model" in allowed and not self._prompt_read_pays(model, plain):
+            allowed.remove("model")
         if not allowed:
             return 0, "any"
         best_rate, best = 1.0 / plain, (0, "any")
@@ -380,15 +390,16 @@ class TriggerPolicy(DraftPolicy):
         SmolLM2 was tried on the same machine's files: its cycles there, reads of the file included, took 0.44 s
         each (7 plain steps), and the triggers ran at 1.34x against lookup's 1.46x.
 
-        And the try is a bet at even odds: what the answer's tokens left would win at the acceptance the event's
-        figure expects of a draft's tokens (drawn toward the model's other events', a prior of 0.8 before any; whether
-        a first token holds is what the try finds out) must exceed what a rejected try loses, its whole read
-        included. Without it the default pair's SmolLM2 was tried at HumanEval answers' first lines on a 2-core
-        AVX-512 FP16 machine, where at 90% acceptance it would have written them 2 to 17% faster, and a rejected try's
-        cycle took 6 to 9.5 plain steps (reads of 3.4 to 7.2): the triggers ran at 0.93x and 0.94x (run 66). Won at
-        90%, the bet let a 4-token try through on the same machine by a hair (7.74 plain steps to win against 7.65;
-        at 0.8, 0.9): rejected, 7.25 plain steps, the runs at 0.92x and 0.94x (run 68). On the F16 pair a first
-        line's try would win about 12 steps for 1.5."""
+        And the try is a bet at ``BET_ODDS``: what the answer's tokens left would win (``_model_gain``: as answers
+        measured it after the model's reads, and until then at the acceptance the event's figure expects of a draft's
+        tokens, drawn toward the model's other events', a prior of 0.8 before any; whether a first token holds is what
+        the try finds out) must exceed twice what a rejected try loses, its whole read included. Without it the default
+        pair's SmolLM2 was tried at HumanEval answers' first lines on a 2-core AVX-512 FP16 machine, where at 90%
+        acceptance it would have written them 2 to 17% faster, and a rejected try's cycle took 6 to 9.5 plain steps
+        (reads of 3.4 to 7.2): the triggers ran at 0.93x and 0.94x (run 66). Won at 90%, the bet let a 4-token try
+        through on the same machine by a hair (7.74 plain steps to win against 7.65; at 0.8, 0.9): rejected, 7.25 plain
+        steps, the runs at 0.92x and 0.94x (run 68). At even odds, answers after a long one still bet their reads there
+        (run 70, ``BET_ODDS``). On the F16 pair a first line's try would win about 12 steps for 1.5."""
         cycle = self._model_cycle(k)
         if (k + 1) / (cycle + self._reading(k + 1)) <= 1.0 / plain:
             return False
@@ -400,8 +411,31 @@ class TriggerPolicy(DraftPolicy):
         if rate <= 1.0 / plain:
             return False
         left = max(self.learning.reading.tokens_left(), tokens)
-        won = left * (1 - 1 / (self._model_rate(model.acceptance.alpha, k) * plain))
-        return won > self._rejected_try_steps(k, plain)
+        return left * self._model_gain(model, k, plain) > BET_ODDS * self._rejected_try_steps(k, plain)
+
+    def _prompt_read_pays(self, model: EventModel, plain: float) -> bool:
+        """Whether asking the model here, which would make it read the prompt first (and what was written since), is
+        expected to win that read back over the answer's tokens left (``_model_gain``). An answer that has gone on
+        past the length answers have had is expected to go on about as long again.
+
+        Charged by share alone (``_reading``), and its gain estimated as if the model wrote every token left at the
+        event's rate, the default pair's SmolLM2 read the prompt of each HumanEval answer after a 94-token one, for
+        3 to 6 plain steps in answers of 15 to 25 tokens (2-core AVX-512, unseen prompts: the triggers at 0.85x and
+        0.97x, run 69 and 70)."""
+        read = self.unread.cost() / plain if self.unread.prompt else 0.0
+        if not read:
+            return True
+        written = self.learning.reading.written
+        left = max(self.learning.reading.tokens_left(), float(written))
+        k = self._best_when_drafted(model, "model")[0]
+        return left * self._model_gain(model, k, plain) > read
+
+    def _model_gain(self, model: EventModel, k: int, plain: float) -> float:
+        """Plain steps the model's drafts are expected to win a token of the answer, once it read the prompt: as
+        answers measured it where this family's text is (``ReadGains``), estimated until then as if it drafted
+        every token left at ``k`` tokens a cycle, at the event's acceptance."""
+        estimate = 1 - 1 / (self._model_rate(model.acceptance.alpha, k) * plain)
+        return self.learning.reading.gains.per_token(self._family(), estimate)
 
     def _model_against_the_rule(self, plain: float) -> int:
         """The length of a model's first try where the rule says not to draft: the one of the short lengths that pays
@@ -593,12 +627,13 @@ class TriggerPolicy(DraftPolicy):
         costs = self.learning.costs
         read, self._read = self._read, 0.0
         self.learning.reading.wrote(accepted + 1)
+        won = 0.0  # plain steps the model's draft won this cycle, where it drafted
         if drafted and source in SOURCES:
             # The pass was over the drafted tokens, maybe fewer; a model's read is charged by what it read.
             costs.observe(source, drafted, cycle_seconds - read if source == "model" else cycle_seconds)
             self._learn(source, drafted, accepted)
             if source == "model":
-                self.unread.read(read)
+                won = self._model_read(accepted + 1, cycle_seconds, read)
         elif requested and "model" in self.sources and self._asked != "lookup":
             # The model ran and offered nothing usable: for this event a draft whose first token was rejected,
             # priced as one (a whole cycle of the length asked). Its time is no measure of a cycle of any length
@@ -606,12 +641,26 @@ class TriggerPolicy(DraftPolicy):
             # of 15 tokens made such a cycle cost 1.43 plain steps (a pass over 16 tokens alone costs 4.19), and the
             # default pair's SmolLM2 was asked for 15 tokens at every event of HumanEval (0.84x; run 67).
             self._learn("model", 1, 0)
-            self.unread.read(read)
+            won = self._model_read(1, cycle_seconds, read)
         else:
             costs.observe_plain(cycle_seconds)  # a plain step, or a lookup miss (which costs nothing)
+        self.learning.reading.gains.wrote(accepted + 1, won)
         # Lookup, when asked (alone, or first for ``any``), had a draft or not: once a cycle.
         lookup_asked = requested and self._asked != "model" and "lookup" in self.sources
         self._matched(lookup_asked, bool(drafted) and source == "lookup")
+
+    def _model_read(self, tokens: int, cycle_seconds: float, read: float) -> float:
+        """The model read what it had not seen (``read`` seconds of the cycle) and its cycle wrote ``tokens``: the
+        plain steps that cycle won, its read of the prompt aside (what it won is weighed against that read,
+        ``ReadGains``)."""
+        if self.unread.read(read):
+            self.learning.reading.gains.read_prompt(self._family())
+            cycle_seconds -= read
+        plain = self.learning.costs.plain_step()
+        return tokens - cycle_seconds / plain if plain else 0.0
+
+    def _family(self) -> str:
+        return self.event.partition(".")[0]
 
     def _learn(self, source: str, drafted: int, accepted: int) -> None:
         model = self._current
