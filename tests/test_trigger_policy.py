@@ -1160,11 +1160,11 @@ def test_a_prompt_s_read_is_weighed_against_what_the_model_s_drafts_won_after_ea
     book: RuleBook, read_steps: float, asked_at_last: bool
 ) -> None:
     """Where the model drafts once in an answer, its drafts win 1.5 plain steps of 25 tokens, however well that
-    event's drafts pay (a memory-bound target): a read of the prompt costing 3 plain steps is not won back, and once answers measured that,
-    the model is not asked to read the next prompt. Estimated from the event's figure, as if the model wrote every
-    token left, the default pair's SmolLM2 read each unseen HumanEval prompt after a 94-token answer, for 3 to 6
-    plain steps in answers of 15 to 25 tokens (2-core AVX-512, run 70: the answers after those reads won 0.07 plain
-    steps a token; the F16 pair's, 0.5)."""
+    event's drafts pay (a memory-bound target): a read of the prompt costing 3 plain steps is not won back, and once
+    answers measured that, the model is not asked to read the next prompt. Estimated from the event's figure, as if
+    the model wrote every token left, the default pair's SmolLM2 read 12 of 15 unseen HumanEval prompts, for 2.5 to
+    8 plain steps each (2-core AVX-512, run 70: the answers after those reads won 0.07 plain steps a token, -0.05 in
+    the short ones; the F16 pair's, 0.2 to 0.6)."""
     read = ReadingCosts()
     read.observe(300, read_steps)
     learning = TriggerLearning(MEMORY_BOUND)
