@@ -106,9 +106,9 @@ class ReadGains:
     answers weighing most.
 
     A policy prices the prompt's read against the tokens an answer has left at this figure. Estimated instead from the
-    event's acceptance and cost, as if the model wrote every token left, a read of 3 to 6 plain steps looked won back
-    within 20 tokens on unseen HumanEval prompts with the default pair (2-core AVX-512): the answers after it won 0.07
-    plain steps a token (-0.05 in short answers, 0.18 in long ones), where the F16 pair's won 0.5 (run 70). The
+    event's acceptance and cost, as if the model wrote every token left, reads of 2.5 to 8 plain steps looked won
+    back on unseen HumanEval prompts with the default pair (2-core AVX-512): the answers after them won 0.07 plain
+    steps a token (-0.05 in short answers, 0.18 in long ones), where the F16 pair's won 0.2 to 0.6 (run 70). The
     estimate is held as ``GAIN_PRIOR_TOKENS`` beside the first answers measured, and fades as they do."""
 
     def __init__(self) -> None:

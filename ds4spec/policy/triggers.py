@@ -285,8 +285,14 @@ class TriggerPolicy(DraftPolicy):
         if plain is None or self.draft_max <= 0 or self.learning.costs.plain_is_stale():
             return 0, "any"  # the first cycle measures a plain step: the yardstick for everything else
         allowed = [s for s in _CHOICE_SOURCES[model.rule.drafter] if s in self.sources] or list(self.sources)
-        if "model" in allowed and not self._prompt_read_pays(model, plain):
-            allowed.remove("model")
+        if not allowed:
+            return 0, "any"
+        # A model whose read of the prompt would not pay is not asked here, nor probed (below): the probe goes to no
+        # source, as a model's probe charged that read would hardly ever be due. Handed to lookup instead, the probes
+        # drafted the default pair's HumanEval code lines, 16 tokens with 3 kept, where lookup alone drafted none.
+        blocked = "model" in allowed and not self._prompt_read_pays(model, plain)
+        probed = allowed
+        allowed = [s for s in allowed if not (blocked and s == "model")]
         if not allowed:
             return 0, "any"
         best_rate, best = 1.0 / plain, (0, "any")
@@ -340,7 +346,9 @@ class TriggerPolicy(DraftPolicy):
                 if k_any:
                     return k_any, "any"
             return k, self._ask([source])
-        source = max(allowed, key=lambda s: self._promise(model, s))
+        source = max(probed, key=lambda s: self._promise(model, s))
+        if source not in allowed:
+            return 0, "any"
         k = self.candidates[0]
         # A model's probe always costs its cycle; lookup's costs nothing without a match, its pass with one. Counted as
         # free, lookup was probed every 8, 16, 32 cycles of each answer where its figure said no, which plain steps
@@ -418,10 +426,9 @@ class TriggerPolicy(DraftPolicy):
         expected to win that read back over the answer's tokens left (``_model_gain``). An answer that has gone on
         past the length answers have had is expected to go on about as long again.
 
-        Charged by share alone (``_reading``), and its gain estimated as if the model wrote every token left at the
-        event's rate, the default pair's SmolLM2 read the prompt of each HumanEval answer after a 94-token one, for
-        3 to 6 plain steps in answers of 15 to 25 tokens (2-core AVX-512, unseen prompts: the triggers at 0.85x and
-        0.97x, run 69 and 70)."""
+        Charged by share alone (``_reading``), the default pair's SmolLM2 read 12 of 15 unseen HumanEval prompts,
+        for 2.5 to 8 plain steps each, and its cycles lost 10 plain steps in all: the triggers at 0.97x, lookup alone
+        at 1.00x (2-core AVX-512, run 70; 0.85x on five of them in run 69)."""
         read = self.unread.cost() / plain if self.unread.prompt else 0.0
         if not read:
             return True
