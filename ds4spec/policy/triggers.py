@@ -285,8 +285,6 @@ class TriggerPolicy(DraftPolicy):
         if plain is None or self.draft_max <= 0 or self.learning.costs.plain_is_stale():
             return 0, "any"  # the first cycle measures a plain step: the yardstick for everything else
         allowed = [s for s in _CHOICE_SOURCES[model.rule.drafter] if s in self.sources] or list(self.sources)
-        if not allowed:
-            return 0, "any"
         # A model whose read of the prompt would not pay is not asked here, nor probed (below): the probe goes to no
         # source, as a model's probe charged that read would hardly ever be due. Handed to lookup instead, the probes
         # drafted the default pair's HumanEval code lines, 16 tokens with 3 kept, where lookup alone drafted none.
