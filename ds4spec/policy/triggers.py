@@ -561,8 +561,9 @@ class TriggerPolicy(DraftPolicy):
         """Of lookup's lengths up to ``longest``, the one with the best expected rate by the figure for where the
         text is (a copy of the prompt or not), and that rate."""
         table = self.learning.costs.tables["lookup"]
-        alpha = self.copies.figure().alpha
-        return best_length(table, alpha, [n for n in table.ranked_lengths(longest) if n <= longest])
+        figure = self.copies.figure()
+        return best_length(table, figure.alpha, [n for n in table.ranked_lengths(longest) if n <= longest],
+                           first=figure.first)
 
     @staticmethod
     def _ask(sources: list[str]) -> str:
