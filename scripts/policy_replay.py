@@ -1,0 +1,150 @@
+"""The policies replayed over the target's own answers, each cycle priced by a verify profile: lookup's decisions
+compared offline, without the noise of timed runs.
+
+    .venv/bin/python scripts/policy_replay.py --answers /tmp/answers.json
+    .venv/bin/python scripts/policy_replay.py --answers /tmp/answers.json --fresh --profile 1:1,2:1.6,3:2,17:4.2
+
+The first run writes the target's plain greedy answers (128 tokens) to prompts of every workload (HumanEval 5 to
+60, edits 5 to 59 and files 5 to 29 by twos, prose 5 to 23: 116 prompts, about 20 minutes on 2 cores) to
+``--answers``; later runs read them. Each answer is then written again as ``ds4spec bench`` would with the
+lookup drafter alone: the policy (the triggers, or with ``--gate`` the gate) decides each cycle's length, lookup
+proposes, the draft is aligned to the target's tokens, and the answer's own tokens say how many are kept (greedy
+output equals the plain answer, so the verdicts are exact). A cycle costs what the profile says a pass over its
+tokens costs, in plain steps; the policies learn from those costs as they would from timed ones. Printed: each
+answer's speedup (tokens over plain steps spent), and per workload the total. Policies learn from answer to answer
+in the order above, as one bench mode does, or start afresh for each (``--fresh``, as ``ds4spec complete``).
+
+What it leaves out: the model drafter (it would have to run), timing noise, the loop's own cost, and launching plain
+steps ahead. Its figures are for comparing policies on the same answers, not for quoting as speedups.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.bench.modes import task_language
+from ds4spec.bench.workloads import Task, load_tasks
+from ds4spec.core.align import align_draft
+from ds4spec.core.contracts import DraftPolicy
+from ds4spec.core.events import Finished
+from ds4spec.core.plain import GenerationRequest, generate_plain
+from ds4spec.core.speculative import ALIGN_WINDOW
+from ds4spec.drafters.lookup import LookupDrafter
+from ds4spec.engine.loading import load_rules, load_target
+from ds4spec.engine.settings import Settings
+from ds4spec.errors import Ds4Error
+from ds4spec.policy.memory import PolicyMemory
+from ds4spec.policy.profile import VerifyProfile, profile_for
+
+SAMPLE = {"humaneval": range(5, 61), "edits": range(5, 61, 2), "files": range(5, 30, 2), "prose": range(5, 24)}
+MAX_TOKENS = 128
+PLAIN_STEP = 0.07  # seconds: any unit works, the policies compare costs with a plain step's
+
+
+def write_answers(target_name: str | None, path: Path) -> None:
+    """The target's plain greedy answers to SAMPLE's prompts, as token ids, to ``path``."""
+    target = load_target(Settings(target=target_name))
+    rows = []
+    for workload, sample in SAMPLE.items():
+        tasks = load_tasks(workload)
+        for i in (i for i in sample if i < len(tasks)):
+            task = tasks[i]
+            request = GenerationRequest(task.prompt_tokens(target), MAX_TOKENS, stop=task.stop)
+            finished = [e for e in generate_plain(target, request) if isinstance(e, Finished)][-1]
+            rows.append({"workload": workload, "task": task.task_id, "tokens": list(finished.tokens)})
+            print(f"{workload} {task.task_id}: {len(finished.tokens)} tokens", flush=True)
+    path.write_text(json.dumps(rows))
+
+
+def replay(policy: DraftPolicy, task: Task, tokens: list[int], tok: LlamaTokenizer, profile: VerifyProfile,
+           ) -> tuple[float, int, int]:
+    """Plain steps the answer ``tokens`` takes under ``policy`` with lookup drafting, its drafted and kept tokens."""
+    context = task.draft_context()
+    drafter = LookupDrafter()
+    drafter.begin(context)
+    policy.begin(context)
+    first = tok.piece(tokens[0])  # the prompt's pass chose it
+    drafter.extend(first)
+    policy.extend(first)
+    at, steps, drafted, kept = 1, 1.0, 0, 0
+    while at < len(tokens):
+        k, draft = 0, []
+        if not drafter.may_propose():
+            policy.pass_over()
+        elif (k := min(policy.draft_length(), MAX_TOKENS - at)) > 0:
+            policy.observe_reading(0.0)
+            text = drafter.propose(k + 2).text
+            if text:
+                draft = align_draft(tok, tokens[max(0, at - ALIGN_WINDOW) : at], text, max_tokens=k,
+                                    window=ALIGN_WINDOW)
+        accepted = 0
+        while accepted < len(draft) and at + accepted < len(tokens) and draft[accepted] == tokens[at + accepted]:
+            accepted += 1
+        cost = profile.ratio(len(draft)) if draft else 1.0
+        policy.observe(k, len(draft), accepted, cost * PLAIN_STEP, "lookup" if draft else "none")
+        committed = tokens[at : at + accepted + 1]
+        at += len(committed)
+        steps, drafted, kept = steps + cost, drafted + len(draft), kept + accepted
+        if at < len(tokens):
+            text = tok.detokenize(committed)
+            drafter.extend(text)
+            policy.extend(text)
+    return steps, drafted, kept
+
+
+def parse_profile(spec: str) -> VerifyProfile:
+    """``1:1,2:1.64,17:4.2``: a pass over n tokens (the pending one included) in plain steps."""
+    try:
+        spans = {int(n): float(r) for n, r in (item.split(":") for item in spec.split(","))}
+    except ValueError:
+        raise SystemExit(f"policy_replay: --profile wants n:steps pairs separated by commas, got {spec!r}") from None
+    if spans.get(1) != 1.0:
+        raise SystemExit("policy_replay: --profile must give a pass over 1 token as 1 plain step (1:1)")
+    return VerifyProfile(spans, "measured")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--answers", type=Path, required=True, help="the answers' file: written if missing")
+    parser.add_argument("--target", default=None, help="a model name or GGUF path (default: the default pair's)")
+    parser.add_argument("--profile", default=None,
+                        help="verify profile as n:steps,... (default: the target's, measured or cached)")
+    parser.add_argument("--gate", action="store_true", help="the gate of lookup alone (default: the triggers)")
+    parser.add_argument("--fresh", action="store_true", help="a fresh policy for each answer")
+    parser.add_argument("--workload", action="append", choices=sorted(SAMPLE), help="only these workloads")
+    args = parser.parse_args()
+    settings = Settings(target=args.target)
+    try:
+        if not args.answers.exists():
+            write_answers(args.target, args.answers)
+        target = load_target(settings)
+    except Ds4Error as exc:
+        raise SystemExit(f"policy_replay: {exc}") from None
+    profile = parse_profile(args.profile) if args.profile else profile_for(target)
+    rules = None if args.gate else load_rules(settings)
+    tasks = {(w, t.task_id): t for w in SAMPLE for t in load_tasks(w)}
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0, 0])
+    memory: PolicyMemory | None = None
+    for row in json.loads(args.answers.read_text()):
+        if args.workload and row["workload"] not in args.workload:
+            continue
+        if memory is None or args.fresh:
+            memory = PolicyMemory(profile, LookupDrafter.sources)
+        task = tasks[(row["workload"], row["task"])]
+        policy = memory.policy(rules, task_language(task), settings.draft_max)
+        steps, drafted, kept = replay(policy, task, row["tokens"], target.tokenizer, profile)
+        n = len(row["tokens"])
+        print(f"{row['workload']:9} {row['task']:14} {n / steps:5.2f}x  drafted {drafted:4d}  kept {kept:4d}")
+        total = totals[row["workload"]]
+        for i, value in enumerate((steps, n, drafted, kept)):
+            total[i] += value
+    for workload, (steps, n, drafted, kept) in totals.items():
+        print(f"{workload:9} {'all':14} {n / steps:5.3f}x  drafted {int(drafted):4d}  kept {int(kept):4d}")
+
+
+if __name__ == "__main__":
+    main()
