@@ -14,6 +14,9 @@ tokens costs, in plain steps; the policies learn from those costs as they would 
 answer's speedup (tokens over plain steps spent), and per workload the total. Policies learn from answer to answer
 in the order above, as one bench mode does, or start afresh for each (``--fresh``, as ``ds4spec complete``).
 
+A timed cost is noisy, and a policy that decides on a near-tie can go either way: with ``--noise 0.1`` each cost the
+policy sees is drawn about 10% either side of the profile's (``--seed``), the tally still counting the profile's.
+
 What it leaves out: the model drafter (it would have to run), timing noise, the loop's own cost, and launching plain
 steps ahead. Its figures are for comparing policies on the same answers, not for quoting as speedups.
 """
@@ -22,9 +25,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
+import sys
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.tokenizer import LlamaTokenizer
 from ds4spec.bench.modes import task_language
 from ds4spec.bench.workloads import Task, load_tasks
@@ -45,13 +53,12 @@ MAX_TOKENS = 128
 PLAIN_STEP = 0.07  # seconds: any unit works, the policies compare costs with a plain step's
 
 
-def write_answers(target_name: str | None, path: Path) -> None:
-    """The target's plain greedy answers to SAMPLE's prompts, as token ids, to ``path``."""
-    target = load_target(Settings(target=target_name))
+def write_answers(target: LlamaTarget, path: Path, workloads: Iterable[str]) -> None:
+    """The target's plain greedy answers to SAMPLE's prompts of ``workloads``, as token ids, to ``path``."""
     rows = []
-    for workload, sample in SAMPLE.items():
+    for workload in workloads:
         tasks = load_tasks(workload)
-        for i in (i for i in sample if i < len(tasks)):
+        for i in (i for i in SAMPLE[workload] if i < len(tasks)):
             task = tasks[i]
             request = GenerationRequest(task.prompt_tokens(target), MAX_TOKENS, stop=task.stop)
             finished = [e for e in generate_plain(target, request) if isinstance(e, Finished)][-1]
@@ -60,8 +67,28 @@ def write_answers(target_name: str | None, path: Path) -> None:
     path.write_text(json.dumps(rows))
 
 
+def load_answers_target(path: Path, name: str | None, workloads: Iterable[str] = SAMPLE) -> LlamaTarget:
+    """The target, after writing its answers to ``path`` where the file is missing."""
+    try:
+        target = load_target(Settings(target=name))
+    except Ds4Error as exc:
+        raise SystemExit(f"{Path(sys.argv[0]).name}: {exc}") from None
+    if not path.exists():
+        write_answers(target, path, workloads)
+    return target
+
+
+def answers(path: Path) -> Iterator[tuple[Task, list[int]]]:
+    """The answers in ``path``, each with its prompt's task, in the order they were written."""
+    tasks: dict[tuple[str, str], Task] = {}
+    for row in json.loads(path.read_text()):
+        if (row["workload"], row["task"]) not in tasks:
+            tasks.update(((row["workload"], t.task_id), t) for t in load_tasks(row["workload"]))
+        yield tasks[(row["workload"], row["task"])], row["tokens"]
+
+
 def replay(policy: DraftPolicy, task: Task, tokens: list[int], tok: LlamaTokenizer, profile: VerifyProfile,
-           ) -> tuple[float, int, int]:
+           noise: float = 0.0, rng: random.Random | None = None) -> tuple[float, int, int]:
     """Plain steps the answer ``tokens`` takes under ``policy`` with lookup drafting, its drafted and kept tokens."""
     context = task.draft_context()
     drafter = LookupDrafter()
@@ -85,7 +112,8 @@ def replay(policy: DraftPolicy, task: Task, tokens: list[int], tok: LlamaTokeniz
         while accepted < len(draft) and at + accepted < len(tokens) and draft[accepted] == tokens[at + accepted]:
             accepted += 1
         cost = profile.ratio(len(draft)) if draft else 1.0
-        policy.observe(k, len(draft), accepted, cost * PLAIN_STEP, "lookup" if draft else "none")
+        seen = cost * math.exp(rng.gauss(0.0, noise)) if noise and rng else cost
+        policy.observe(k, len(draft), accepted, seen * PLAIN_STEP, "lookup" if draft else "none")
         committed = tokens[at : at + accepted + 1]
         at += len(committed)
         steps, drafted, kept = steps + cost, drafted + len(draft), kept + accepted
@@ -116,31 +144,27 @@ def main() -> None:
     parser.add_argument("--gate", action="store_true", help="the gate of lookup alone (default: the triggers)")
     parser.add_argument("--fresh", action="store_true", help="a fresh policy for each answer")
     parser.add_argument("--workload", action="append", choices=sorted(SAMPLE), help="only these workloads")
+    parser.add_argument("--noise", type=float, default=0.0, help="spread of the costs the policy sees (0.1: 10%%)")
+    parser.add_argument("--seed", type=int, default=0, help="of the noise")
     args = parser.parse_args()
-    settings = Settings(target=args.target)
-    try:
-        if not args.answers.exists():
-            write_answers(args.target, args.answers)
-        target = load_target(settings)
-    except Ds4Error as exc:
-        raise SystemExit(f"policy_replay: {exc}") from None
+    workloads = args.workload or list(SAMPLE)
+    target = load_answers_target(args.answers, args.target, workloads)
     profile = parse_profile(args.profile) if args.profile else profile_for(target)
+    settings = Settings(target=args.target)
     rules = None if args.gate else load_rules(settings)
-    tasks = {(w, t.task_id): t for w in SAMPLE for t in load_tasks(w)}
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0, 0])
     memory: PolicyMemory | None = None
-    for row in json.loads(args.answers.read_text()):
-        if args.workload and row["workload"] not in args.workload:
+    rng = random.Random(args.seed)
+    for task, tokens in answers(args.answers):
+        if task.workload not in workloads:
             continue
         if memory is None or args.fresh:
             memory = PolicyMemory(profile, LookupDrafter.sources)
-        task = tasks[(row["workload"], row["task"])]
         policy = memory.policy(rules, task_language(task), settings.draft_max)
-        steps, drafted, kept = replay(policy, task, row["tokens"], target.tokenizer, profile)
-        n = len(row["tokens"])
-        print(f"{row['workload']:9} {row['task']:14} {n / steps:5.2f}x  drafted {drafted:4d}  kept {kept:4d}")
-        total = totals[row["workload"]]
-        for i, value in enumerate((steps, n, drafted, kept)):
+        steps, drafted, kept = replay(policy, task, tokens, target.tokenizer, profile, args.noise, rng)
+        print(f"{task.workload:9} {task.task_id:14} {len(tokens) / steps:5.2f}x  drafted {drafted:4d}  kept {kept:4d}")
+        total = totals[task.workload]
+        for i, value in enumerate((steps, len(tokens), drafted, kept)):
             total[i] += value
     for workload, (steps, n, drafted, kept) in totals.items():
         print(f"{workload:9} {'all':14} {n / steps:5.3f}x  drafted {int(drafted):4d}  kept {int(kept):4d}")

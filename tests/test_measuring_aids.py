@@ -1,0 +1,54 @@
+"""The measuring aids in ``scripts/`` run: the policies and lookup replayed over a target's own answers, here the tiny
+model's. Run 70 found ``lookup_replay.py`` broken (it imported a function the package no longer had)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+FLAT = "1:1,65:1"  # a pass over any number of tokens costs one plain step: a rejected draft loses nothing
+
+
+def _run(script: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory: pytest.TempPathFactory, tiny_bpe_gguf: Path) -> Path:
+    """The tiny model's greedy answers to the prose prompts, written by the policy replay on its first run."""
+    path = tmp_path_factory.mktemp("replay") / "answers.json"
+    _run("policy_replay.py", "--answers", str(path), "--target", str(tiny_bpe_gguf), "--workload", "prose",
+         "--profile", FLAT)
+    return path
+
+
+@pytest.mark.parametrize("policy", [[], ["--gate"], ["--fresh"]], ids=["triggers", "gate", "fresh"])
+def test_where_a_pass_costs_one_step_no_replayed_answer_is_slower_than_plain(
+    answers: Path, tiny_bpe_gguf: Path, policy: list[str]
+) -> None:
+    rows = json.loads(answers.read_text())
+    assert rows and {row["workload"] for row in rows} == {"prose"}
+    out = _run("policy_replay.py", "--answers", str(answers), "--target", str(tiny_bpe_gguf), "--profile", FLAT,
+               *policy)
+    lines = [line.split() for line in out.splitlines()]
+    per_answer = [line for line in lines if line[1] != "all"]
+    assert [line[1] for line in per_answer] == [row["task"] for row in rows]
+    assert all(float(line[2].rstrip("x")) >= 1.0 for line in per_answer)
+    assert [line[0] for line in lines if line[1] == "all"] == ["prose"]
+
+
+def test_lookup_s_replay_counts_first_tokens_and_later_ones_apart(answers: Path, tiny_bpe_gguf: Path) -> None:
+    out = _run("lookup_replay.py", "--answers", str(answers), "--target", str(tiny_bpe_gguf))
+    header, *rows = out.splitlines()
+    assert header.split()[-3:] == ["alpha", "first", "later"]
+    assert rows and all(row.startswith("prose") for row in rows)
+    for row in rows:
+        assert all(0.0 <= float(figure) <= 1.0 for figure in row.split()[-3:])
