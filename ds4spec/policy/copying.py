@@ -30,17 +30,19 @@ that machine, prompts 6 to 10, edits went from 1.43x to 1.93x for lookup alone a
 triggers, files from 1.57x to 1.65x and from 1.46x to 1.73x (``docs/benchmarks.md``, run 37).
 
 A short copy's first token is kept less often than its later ones, once that first one held: replayed over the target's
-answers to 116 prompts (Q4_K_M, 16-token drafts, run 71), 0.67 to 0.81 against 0.85 to 0.97 on HumanEval, 0.78 against
-0.88 where the copy had gone on for fewer than 20 bytes on edits. So its figure is two (``DraftAcceptance``): a draft
-rejected at its first token says the copy broke where it began, not that the copy's next tokens are wrong, and a plain
-step's check of the copy's next bytes teaches only the first token's figure. The later tokens' figure, which sets how
-long a draft is, is held as ``SHORT_COPY_WEIGHT`` drafts; the first token's as a gate's prior (2 drafts), so that an
-answer that rewords its prompt stops drafting its copies after a few rejections. Learned as one, each such rejection
-shortened the next drafts of the copies that held (the edits' and files' short copies: 245 drafts of 6.0 tokens on
-average, against 186 of 8.6 with the split). Replayed over the same answers with each cycle priced by a verify profile
-(the triggers with lookup alone, learning from answer to answer): on the 2-core AVX-512 machine's profile edits went
-from 2.43x to 2.56x and files from 2.82x to 2.89x after HumanEval's answers, HumanEval from 1.026x to 1.028x; on the AMD
-EPYC machine's, edits from 1.81x to 1.93x, files from 1.94x to 2.09x; on a memory-bound profile, within 1%.
+answers to 116 prompts (``scripts/lookup_replay.py``, Q4_K_M, 16-token drafts, run 71), where the copy had gone on for
+16 to 31 bytes its first token was kept 0.68 of the time on HumanEval and its later ones 0.90 (0.90 and 0.96 at 32 to 63
+bytes); on edits and files both 0.89 to 0.95. So its figure is two (``DraftAcceptance``): a draft rejected at its first
+token says the copy broke where it began, not that the copy's next tokens are wrong, and a plain step's check of the
+copy's next bytes teaches only the first token's figure. The later tokens' figure, which sets how long a draft is, is
+held as ``SHORT_COPY_WEIGHT`` drafts; the first token's as a gate's prior (2 drafts), so that an answer that rewords its
+prompt stops drafting its copies after a few rejections. Learned as one, each such rejection shortened the next drafts
+of the copies that held (the edits' and files' short copies: 245 drafts of 6.0 tokens on average, against 186 of 8.6
+with the split). Replayed over the same answers with each cycle priced by a verify profile
+(``scripts/policy_replay.py``: the triggers with lookup alone, learning from answer to answer): on the 2-core AVX-512
+machine's profile edits went from 2.43x to 2.56x and files from 2.82x to 2.89x after HumanEval's answers, HumanEval from
+1.026x to 1.028x; on the AMD EPYC machine's, edits from 1.81x to 1.93x, files from 1.94x to 2.09x; on its memory-bound
+F32 profile, within 2% either way (run 71's records).
 
 A short copy in prose (a quote of the question) starts from its own prior, where the policy knows it is prose (the
 triggers): at the edits' prior, 0.9, the default pair's triggers sent prose quotes drafts of 2 to 15 tokens, 21 to 46
