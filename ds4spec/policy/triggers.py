@@ -571,8 +571,8 @@ class TriggerPolicy(DraftPolicy):
         return sources[0] if len(sources) == 1 else "any"
 
     def _figure(self, model: EventModel | None, source: str) -> Acceptance:
-        """The acceptance of ``source``'s drafts here: lookup's by where the text is (a copy or not; one figure for
-        every token), a model's the event's (a draft's first token learned apart from the later ones)."""
+        """The acceptance of ``source``'s drafts here: lookup's by where the text is (a copy or not; in a short copy a
+        draft's first token learned apart), a model's the event's (a draft's first token learned apart too)."""
         if source == "lookup":
             return self.copies.figure()
         assert model is not None, "a model's acceptance is an event's"
