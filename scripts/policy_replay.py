@@ -17,8 +17,9 @@ in the order above, as one bench mode does, or start afresh for each (``--fresh`
 A timed cost is noisy, and a policy that decides on a near-tie can go either way: with ``--noise 0.1`` each cost the
 policy sees is drawn about 10% either side of the profile's (``--seed``), the tally still counting the profile's.
 
-What it leaves out: the model drafter (it would have to run), timing noise, the loop's own cost, and launching plain
-steps ahead. Its figures are for comparing policies on the same answers, not for quoting as speedups.
+What it leaves out: the model drafter (it would have to run), timing noise but for ``--noise``, the loop's own cost,
+and launching plain steps ahead. Its figures are for comparing policies on the same answers, not for quoting as
+speedups.
 """
 
 from __future__ import annotations

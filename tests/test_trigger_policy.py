@@ -878,7 +878,7 @@ def test_a_short_copy_is_drafted_by_its_own_figure_however_sure_long_copies_were
     while (k := _at(quote, COMMENT)) and rejected < 10:
         quote.observe(k, k, 0, 1.0 + 0.3 * k, "lookup")
         rejected += 1
-    assert k == 0
+    assert k == 0 and rejected <= 4
     assert quote.learning.lookup.copying.alpha > 0.95  # untouched by the quote
 
 
