@@ -75,7 +75,7 @@ def main() -> None:
     target = load_answers_target(args.answers, args.target)
     totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
     for task, tokens in answers(args.answers):
-        replay(task, [target.tokenizer.detokenize([t]) for t in tokens], totals, args.draft)
+        replay(task, [target.tokenizer.piece(t) for t in tokens], totals, args.draft)
     print(f"{'workload':10} {'repeats':26} {'positions':>9} {'drafts':>6} {'acc/draft':>9} {'alpha':>5} "
           f"{'first':>5} {'later':>5}")
     for (workload, where), (positions, drafts, accepted, trials, first) in sorted(totals.items()):

@@ -30,7 +30,7 @@ import math
 import random
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from ds4spec.backend.target import LlamaTarget
@@ -79,13 +79,19 @@ def load_answers_target(path: Path, name: str | None, workloads: Iterable[str] =
     return target
 
 
-def answers(path: Path) -> Iterator[tuple[Task, list[int]]]:
-    """The answers in ``path``, each with its prompt's task, in the order they were written."""
+def answers(path: Path) -> list[tuple[Task, list[int]]]:
+    """The answers in ``path``, each with its prompt's task, in the order they were written; a file that is not
+    such a list is a one-line error."""
     tasks: dict[tuple[str, str], Task] = {}
-    for row in json.loads(path.read_text()):
-        if (row["workload"], row["task"]) not in tasks:
-            tasks.update(((row["workload"], t.task_id), t) for t in load_tasks(row["workload"]))
-        yield tasks[(row["workload"], row["task"])], row["tokens"]
+    try:
+        rows = [(row["workload"], row["task"], [int(t) for t in row["tokens"]]) for row in json.loads(path.read_text())]
+        for workload, task_id, _ in rows:
+            if (workload, task_id) not in tasks:
+                tasks.update(((workload, t.task_id), t) for t in load_tasks(workload))
+        return [(tasks[(workload, task_id)], tokens) for workload, task_id, tokens in rows]
+    except (OSError, ValueError, TypeError, KeyError, Ds4Error) as exc:
+        raise SystemExit(f"{Path(sys.argv[0]).name}: {path} is not an answers file written by policy_replay.py "
+                         f"({type(exc).__name__}: {exc})") from None
 
 
 def replay(policy: DraftPolicy, task: Task, tokens: list[int], tok: LlamaTokenizer, profile: VerifyProfile,

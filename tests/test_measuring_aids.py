@@ -52,3 +52,21 @@ def test_lookup_s_replay_counts_first_tokens_and_later_ones_apart(answers: Path,
     assert rows and all(row.startswith("prose") for row in rows)
     for row in rows:
         assert all(0.0 <= float(figure) <= 1.0 for figure in row.split()[-3:])
+
+
+@pytest.mark.parametrize("content", ["not json", '[{"workload": "prose"}]', '[{"workload": "poetry", "task": "x",'
+                                     ' "tokens": [1]}]'], ids=["not-json", "no-task", "unknown-workload"])
+@pytest.mark.parametrize("script", ["policy_replay.py", "lookup_replay.py"])
+def test_an_answers_file_they_did_not_write_is_a_one_line_error(
+    tmp_path: Path, tiny_bpe_gguf: Path, script: str, content: str
+) -> None:
+    path = tmp_path / "answers.json"
+    path.write_text(content)
+    profile = ["--profile", FLAT] if script == "policy_replay.py" else []
+    proc = subprocess.run([sys.executable, str(SCRIPTS / script), "--answers", str(path), "--target",
+                           str(tiny_bpe_gguf), *profile], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "is not an answers file written by policy_replay.py" in proc.stderr
+    assert path.read_text() == content  # nothing written over it
+
