@@ -13,7 +13,7 @@ import pytest
 from ds4spec.bench.peer_runs import run_peer_groups
 from ds4spec.bench.peers import BenchTask, PeerSetup, build_peer_groups, parse_peers
 from ds4spec.bench.peers.base import TargetVocab
-from ds4spec.bench.peers.llama_server import LlamaServerPeer, SharedServerBuild, server_peers
+from ds4spec.bench.peers.llama_server import LlamaServerPeer, SharedServerBuild, credited_tokens, server_peers
 from ds4spec.bench.peers.server_build import BINARY, BUILD_RECORD, ServerBuild, ServerUnavailable, installed_build
 from ds4spec.bench.systems import system_rows
 from ds4spec.errors import UsageError
@@ -152,3 +152,14 @@ def test_extra_spec_types_join_the_default_ones(tiny_bpe_gguf: Path, vocab: Targ
                                             "llama-server ngram-cache"]
     only = build_peer_groups(("llama", "llama-server:ngram-cache"), setup, print)
     assert [p.name for p in only[-1]] == ["llama-server plain", "llama-server ngram-cache"]
+
+
+@pytest.mark.parametrize(("stop_type", "predicted_n", "credited"), [
+    ("eos", 85, 84),  # the end-of-generation token is sampled and counted by the server, but is no output
+    ("limit", 128, 128),
+    ("word", 46, 46),  # the token that completes a stop string is output, as ds4spec commits it
+    ("eos", 0, 0),
+])
+def test_the_server_is_credited_with_its_output_tokens_as_ds4spec_counts_them(stop_type: str, predicted_n: int,
+                                                                               credited: int) -> None:
+    assert credited_tokens({"stop_type": stop_type}, {"predicted_n": predicted_n}) == credited

@@ -177,7 +177,7 @@ class LlamaServerPeer(Peer):
         drafted = int(timings.get("draft_n", 0)) if self.spec_type else None
         accepted = int(timings.get("draft_n_accepted", 0)) if self.spec_type else None
         return PeerResult(rule.tokens, float(timings.get("predicted_ms", 0.0)) / 1000,
-                          int(timings.get("predicted_n", 0)), reason, drafted, accepted)
+                          credited_tokens(details, timings), reason, drafted, accepted)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         assert self._client is not None
@@ -201,6 +201,17 @@ class LlamaServerPeer(Peer):
                 process.wait()
         if self._log_path is not None:
             self._log_path.unlink(missing_ok=True)
+
+
+def credited_tokens(details: dict[str, Any], timings: dict[str, Any]) -> int:
+    """The tokens the server's generation time is credited with, counted as ds4spec counts its own: output tokens.
+
+    The server's ``predicted_n`` counts the end-of-generation token it sampled last, which is no output: ds4spec's
+    clock covers the same passes (one per output token when the answer ends there) and credits one token fewer.
+    Left in, it is one free token per answer that ends so: +1.2% on an 84-token answer.
+    """
+    predicted = int(timings.get("predicted_n", 0))
+    return max(predicted - 1, 0) if details.get("stop_type") == "eos" else predicted
 
 
 def _free_port() -> int:
