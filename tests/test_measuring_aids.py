@@ -70,3 +70,22 @@ def test_an_answers_file_they_did_not_write_is_a_one_line_error(
     assert "is not an answers file written by policy_replay.py" in proc.stderr
     assert path.read_text() == content  # nothing written over it
 
+
+
+def test_load_order_times_each_worker_in_the_order_they_loaded(tiny_bpe_gguf: Path) -> None:
+    out = _run("load_order.py", "--target", str(tiny_bpe_gguf), "--processes", "3", "--tokens", "4",
+               "--rounds", "2", "--ballast", "8")
+    lines = out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["loaded 1", "loaded 2", "loaded 3", "first loaded / later"]
+    assert all(len(line.split("rounds")[1].split()) == 2 for line in lines[:3])
+    assert float(lines[-1].split(":")[1]) > 0
+
+
+@pytest.mark.parametrize("args", [["--processes", "1"], ["--tokens", "0"], ["--target", "no-such-model"]],
+                         ids=["one-process", "no-tokens", "unknown-target"])
+def test_load_order_s_bad_arguments_are_a_one_line_error(tiny_bpe_gguf: Path, args: list[str]) -> None:
+    target = [] if "--target" in args else ["--target", str(tiny_bpe_gguf)]
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "load_order.py"), *target, *args], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("load_order.py: ")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ds4spec import __version__
 from ds4spec.backend.target import LlamaTarget
+from ds4spec.bench.ballast import AUTO_BALLAST_MIB, Ballast, auto_ballast_mib
 from ds4spec.bench.divergence import first_divergence
 from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mode
 from ds4spec.bench.peer_plan import PeerPlan
@@ -91,6 +92,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--peer-draft", metavar="MODEL", help="the drafter of llama-server's draft modes, a model "
                    "name or GGUF path with the target's vocabulary (default: the smallest pulled model that "
                    "has it, such as qwen2.5-coder-0.5b for a Qwen target)")
+    g.add_argument("--ballast", type=int, metavar="MIB", help="take and touch MIB of memory before loading any "
+                   "model, given back once every system is loaded: where memory an exited process freed is slower "
+                   "when taken again (measured on Firecracker guests), the system loaded first, ds4spec's target, "
+                   "would otherwise decode slower than the peers loaded after it (default with --peers: "
+                   f"{AUTO_BALLAST_MIB} MiB, at most a quarter of the memory available; else 0; see "
+                   "docs/benchmarks.md)")
     g.add_argument("--plot", type=Path, metavar="DIR", help="write PNG charts of the results into DIR")
     p.set_defaults(func=run)
 
@@ -169,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     settings = replace(settings, max_tokens=args.max_tokens, temperature=0.0, stop=())
     check_settings(settings)
+    if args.ballast is not None and args.ballast < 0:
+        raise UsageError(f"--ballast must be at least 0 MiB, got {args.ballast}")
     workloads = args.workload or ([] if args.prompts else list(WORKLOADS))
     modes = args.mode or ([args.draft] if args.draft else list(DEFAULT_MODES))
     if args.sweep:
@@ -180,16 +189,17 @@ def run(args: argparse.Namespace) -> int:
     workloads = [t[0].workload for t in tasks]
     if (repeated := first_repeat(workloads)) is not None:
         raise UsageError(f"two workloads are named {repeated!r}: rename a prompts file")
+    ballast = args.ballast if args.ballast is not None else auto_ballast_mib() if peer_keys else 0
     report = Report(settings={
         "version": __version__, "machine": platform.machine(), "python": platform.python_version(),
         "pair": settings.pair, "workloads": workloads, "modes": modes, "limit": shipped_limit, "skip": args.skip,
         "prompts_per_workload": {t[0].workload: len(t) for t in tasks},
         "prompts": [str(path) for path in args.prompts or ()],
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": settings.draft_fixed,
-        "fresh": args.fresh, "peers": list(peer_keys),
+        "fresh": args.fresh, "peers": list(peer_keys), "ballast_mib": ballast,
     })
     peers = PeerPlan(settings, peer_keys, args.peer_draft) if peer_keys else None
-    sitting = _Sitting(settings, report, fresh=args.fresh)
+    sitting = _Sitting(settings, report, fresh=args.fresh, ballast=ballast)
     target_path = sitting.run(modes, tasks, None if args.peers_apart else peers)
     _print(report)
     if peers:
@@ -219,10 +229,11 @@ class _Sitting:
     mode, and then by each peer when they run interleaved. It fills the report, and keeps what the peers run after
     it need (the prompts, ds4spec's results)."""
 
-    def __init__(self, settings: Settings, report: Report, *, fresh: bool = False) -> None:
+    def __init__(self, settings: Settings, report: Report, *, fresh: bool = False, ballast: int = 0) -> None:
         self.settings = settings
         self.report = report
         self.fresh = fresh  # every answer's policy from nothing learned (``--fresh``)
+        self.ballast = ballast  # MiB held while the systems load (``--ballast``)
         self.plans: dict[str, ModePlan] = {}
         self.systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
         self.tasks: list[BenchTask] = []  # every prompt, as the peers get it
@@ -232,6 +243,7 @@ class _Sitting:
         """Runs every task plain and in every mode (and by every peer, when given); returns the target's file."""
         report = self.report
         with ExitStack() as stack:  # closed before any peer runs apart: one set of models in memory at a time
+            ballast = Ballast(self.ballast)
             target = load_target(self.settings)
             stack.callback(target.close)
             profile = profile_for(target)
@@ -251,6 +263,7 @@ class _Sitting:
             self.tasks = [_bench_task(target, task) for tasks in workloads for task in tasks]
             if peers:
                 self.peers = stack.enter_context(peers.interleaved(target.path, self.tasks[:1]))
+            ballast.release()
             warm_up(target, self.plans.values(), workloads[0][0] if workloads and workloads[0] else None)
             prompts = iter(self.tasks)
             for tasks in workloads:

@@ -1,0 +1,42 @@
+"""Memory the bench takes before it loads any model and gives back once every system is loaded.
+
+On the Firecracker guests ds4spec is measured on (free page reporting on, nested paging), memory that an exited
+process freed is slower once taken again: the process that loaded its weights first decoded 8 to 9% slower than one
+loaded after it, with the same library and settings, and 1 GiB taken first made the two equal
+(``scripts/load_order.py``; docs/benchmarks.md, run 72). The bench loads ds4spec's target before its peers, so
+without a ballast a peer in another process gains that for nothing, and with one every system loads into the same
+kind of memory. Elsewhere it costs the memory for the time of loading, and nothing after.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PAGE = 4096
+AUTO_BALLAST_MIB = 4096  # 1 GiB left a 2-3% gap in a bench beside llama-server; 2 and 4 GiB closed it in two processes
+MEMINFO = Path("/proc/meminfo")
+
+
+def auto_ballast_mib(meminfo: Path = MEMINFO) -> int:
+    """The ballast a bench with peers takes by default: ``AUTO_BALLAST_MIB``, at most a quarter of the memory
+    available, none where the system does not say (not Linux)."""
+    try:
+        fields = dict(line.split(":", 1) for line in meminfo.read_text().splitlines() if ":" in line)
+        available_mib = int(fields["MemAvailable"].split()[0]) // 1024
+    except (OSError, KeyError, ValueError):
+        return 0
+    return min(AUTO_BALLAST_MIB, available_mib // 4)
+
+
+class Ballast:
+    """``mib`` MiB taken and written page by page (untouched pages are not really taken), until ``release``."""
+
+    def __init__(self, mib: int) -> None:
+        if mib < 0:
+            raise ValueError(f"a ballast is at least 0 MiB, got {mib}")
+        self.mib = mib
+        self._memory = bytearray(mib << 20)
+        self._memory[::PAGE] = b"\x01" * len(range(0, len(self._memory), PAGE))
+
+    def release(self) -> None:
+        self._memory = bytearray()
