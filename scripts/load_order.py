@@ -10,8 +10,8 @@ after round (the order reversed every other round), each worker in turn reads a 
 over the others'. ``--ballast MIB`` first takes that much memory and touches every page of it, held to the end.
 
 Why: on the Firecracker guests these notes are measured on (free page reporting on, nested paging), the process
-that loaded its weights first decoded 8 to 9% slower than one loaded after it, with the same library and settings,
-and a 1 GiB ballast taken first made them equal (docs/benchmarks.md, run 72). The bench loads ds4spec's target
+that loaded its weights first decoded 5 to 9% slower than one loaded after it, with the same library and settings,
+and a ballast of 1 to 4 GiB taken first made them equal (docs/benchmarks.md, run 72). The bench loads ds4spec's target
 before its peers, so a peer in another process would gain that much for nothing; this tells whether a machine
 does it.
 """
@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-PROMPT = [(i * 7919) % 20000 + 100 for i in range(118)]  # fixed ids inside every vocabulary the tests use
-PAGE = 4096
+from ds4spec.bench.ballast import Ballast
+
+PROMPT = [(i * 7919) % 20000 + 100 for i in range(118)]  # fixed ids, taken modulo the target's vocabulary
 
 
 def worker(name: str | None, tokens: int) -> None:
@@ -88,8 +89,7 @@ def main() -> None:
     if args.processes < 2 or args.tokens < 1 or args.rounds < 1 or args.ballast < 0:
         raise SystemExit("load_order.py: --processes must be at least 2, --tokens and --rounds at least 1, "
                          "--ballast at least 0")
-    ballast = bytearray(args.ballast << 20)
-    ballast[::PAGE] = b"x" * len(range(0, len(ballast), PAGE))  # touched: the pages are really taken
+    ballast = Ballast(args.ballast)
     workers = []
     try:
         for _ in range(args.processes):
@@ -102,6 +102,7 @@ def main() -> None:
     finally:
         for proc in workers:
             proc.kill()
+        ballast.release()
     means = [sum(t) / len(t) for t in times]
     for i, t in enumerate(times):
         print(f"loaded {i + 1}: {means[i]:7.2f} ms/step  rounds " + " ".join(f"{x:.2f}" for x in t))

@@ -64,16 +64,18 @@ def test_the_bench_records_the_ballast_it_held(tiny_bpe_gguf: Path, tmp_path: Pa
     assert {row["system"] for row in report["systems"]} >= {"ds4spec plain", "llama.cpp plain"}
 
 
-@pytest.mark.parametrize(("peers", "expected"), [(["--peers", "llama"], auto_ballast_mib()), ([], 0)],
-                         ids=["with-peers", "alone"])
+@pytest.mark.skipif(not Path("/proc/meminfo").exists(), reason="the default reads Linux's /proc/meminfo")
+@pytest.mark.parametrize("peers", [["--peers", "llama"], []], ids=["with-peers", "alone"])
 def test_a_bench_with_peers_takes_the_default_ballast_and_one_without_takes_none(
-    tiny_bpe_gguf: Path, tmp_path: Path, peers: list[str], expected: int
+    tiny_bpe_gguf: Path, tmp_path: Path, peers: list[str]
 ) -> None:
     out = tmp_path / "bench.json"
     proc = bench("--target", str(tiny_bpe_gguf), "--mode", "lookup", "--workload", "humaneval", "--limit", "1",
                  "--max-tokens", "4", *peers, "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(out.read_text())["settings"]["ballast_mib"] == expected
+    taken = json.loads(out.read_text())["settings"]["ballast_mib"]
+    # What a quarter of the available memory allows moves with the machine's load: a range, not a figure.
+    assert (0 < taken <= AUTO_BALLAST_MIB) if peers else taken == 0
 
 
 def test_a_negative_ballast_is_a_one_line_usage_error_before_any_model_loads(tiny_bpe_gguf: Path) -> None:
