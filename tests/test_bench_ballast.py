@@ -1,6 +1,6 @@
 """`ds4spec bench --ballast MIB`: memory taken before any model loads and given back once every system is loaded,
 so that on guests where memory freed by an exited process is slower when taken again, no system loads into it
-(the system loaded first decoded 8 to 9% slower there: docs/benchmarks.md, run 72)."""
+(the system loaded first decoded 5 to 9% slower there: docs/benchmarks.md, run 72)."""
 
 from __future__ import annotations
 

@@ -71,7 +71,6 @@ def test_an_answers_file_they_did_not_write_is_a_one_line_error(
     assert path.read_text() == content  # nothing written over it
 
 
-
 def test_load_order_times_each_worker_in_the_order_they_loaded(tiny_bpe_gguf: Path) -> None:
     out = _run("load_order.py", "--target", str(tiny_bpe_gguf), "--processes", "3", "--tokens", "4",
                "--rounds", "2", "--ballast", "8")

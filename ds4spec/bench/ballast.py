@@ -37,7 +37,6 @@ class Ballast:
     def __init__(self, mib: int) -> None:
         if mib < 0:
             raise ValueError(f"a ballast is at least 0 MiB, got {mib}")
-        self.mib = mib
         self._memory: mmap.mmap | None = mmap.mmap(-1, mib << 20) if mib else None
         if self._memory is not None:
             self._memory[::PAGE] = b"\x01" * len(range(0, len(self._memory), PAGE))
