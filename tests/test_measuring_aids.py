@@ -88,21 +88,3 @@ def test_load_order_s_bad_arguments_are_a_one_line_error(tiny_bpe_gguf: Path, ar
                           text=True, timeout=300, check=False)
     assert proc.returncode != 0 and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("load_order.py: ")
-
-
-def test_backend_sampling_times_both_ways_and_they_choose_the_same_tokens(tiny_bpe_gguf: Path) -> None:
-    out = _run("backend_sampling.py", "--target", str(tiny_bpe_gguf), "--spans", "1,5", "--passes", "3")
-    lines = out.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["span 1", "span 5"]
-    assert all(line.endswith("same tokens: True") for line in lines)
-
-
-@pytest.mark.parametrize("args", [["--spans", "0"], ["--spans", "4,x"], ["--passes", "0"],
-                                  ["--target", "no-such-model"]],
-                         ids=["empty-span", "not-a-number", "no-passes", "unknown-target"])
-def test_backend_sampling_s_bad_arguments_are_a_one_line_error(tiny_bpe_gguf: Path, args: list[str]) -> None:
-    target = [] if "--target" in args else ["--target", str(tiny_bpe_gguf)]
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "backend_sampling.py"), *target, *args],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode != 0 and proc.stdout == ""
-    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("backend_sampling.py: ")
