@@ -1,5 +1,5 @@
 import sys
 
-from ds4spec.cli import main
+from ds4spec.cli import console
 
-sys.exit(main())
+sys.exit(console())

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ds4spec import __version__
+from ds4spec.backend.huge_pages import restart_with_huge_pages
 from ds4spec.errors import Ds4Error, UsageError
 
 
@@ -55,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve_http.add_http_options(serve_parser)
     serve_parser.set_defaults(func=lambda args: (serve_http.run if args.http is not None else serve.run)(args))
     return parser
+
+
+def console() -> int:
+    """The ``ds4spec`` command: ``main`` in a process whose allocator asks for huge pages where the kernel gives them
+    only on request (``ds4spec.backend.huge_pages``: it restarts the process once)."""
+    restart_with_huge_pages()
+    return main()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

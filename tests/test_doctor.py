@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
-from ds4spec.faces.doctor import describe_backends
+import pytest
+
+from ds4spec.backend.huge_pages import environment_with_huge_pages, glibc_version, thp_mode
+from ds4spec.faces.doctor import describe_backends, describe_huge_pages
 
 
 def test_doctor_evaluates_and_names_the_backends_of_this_build() -> None:
@@ -20,3 +24,28 @@ def test_a_gpu_backend_without_a_device_is_told_apart_from_a_gpu_in_use() -> Non
     assert describe_backends([("CPU", 1), ("CUDA", 0)]) == "CPU (1 device), CUDA (0 devices: no GPU or driver found)"
     assert describe_backends([("CUDA", 2), ("CPU", 1)]) == "CUDA (2 devices), CPU (1 device)"
     assert describe_backends([]) == "none reported"
+
+
+def test_doctor_says_whether_the_models_memory_may_be_on_huge_pages() -> None:
+    proc = subprocess.run([sys.executable, "-m", "ds4spec", "doctor"], capture_output=True, text=True, timeout=300)
+    [line] = [line for line in proc.stdout.splitlines() if line.startswith("huge pages: ")]
+    assert line == f"huge pages: {describe_huge_pages(os.environ | restarted_environment(), thp_mode())}"
+
+
+@pytest.mark.parametrize(("env", "mode", "says"), [
+    ({}, None, "the kernel has no transparent huge pages"),
+    ({}, "always", "the kernel's transparent huge pages are 'always': nothing to ask for"),
+    ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, "madvise",
+     "asked for (GLIBC_TUNABLES=glibc.malloc.hugetlb=1; the kernel gives them on request)"),
+    ({"DS4SPEC_HUGE_PAGES": "0"}, "madvise",
+     "not asked for (DS4SPEC_HUGE_PAGES=0; the kernel gives them only on request)"),
+    ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, "madvise",
+     "not asked for (GLIBC_TUNABLES=glibc.malloc.hugetlb=0; the kernel gives them only on request)"),
+], ids=["no-thp", "always", "asked", "opted-out", "users-own-setting"])
+def test_the_huge_pages_line_names_what_decided(env: dict[str, str], mode: str | None, says: str) -> None:
+    assert describe_huge_pages(env, mode) == says
+
+
+def restarted_environment() -> dict[str, str]:
+    """What ``restart_with_huge_pages`` adds to this environment on this machine (nothing where it does not restart)."""
+    return environment_with_huge_pages(os.environ, thp_mode(), glibc_version()) or {}

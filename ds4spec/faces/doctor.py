@@ -8,14 +8,17 @@ evaluates again, and compares. Run it in a child process so that a crash is repo
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from ds4spec import __version__
+from ds4spec.backend.huge_pages import OPT_OUT, TUNABLE, thp_mode
 from ds4spec.errors import Ds4Error
 
 
@@ -65,8 +68,23 @@ def check() -> str:
         f"({len(tokens)} tokens, one span, rollback reproduces the logits)\n"
         f"GPU offload: {'yes' if llama_cpp.llama_supports_gpu_offload() else 'no'}\n"
         f"backends: {describe_backends(compiled_backends())}\n"
+        f"huge pages: {describe_huge_pages(os.environ, thp_mode())}\n"
         f"{system_info()}\n"
     )
+
+
+def describe_huge_pages(env: Mapping[str, str], mode: str | None) -> str:
+    """Whether the models' memory may be on transparent huge pages (``ds4spec.backend.huge_pages``)."""
+    tunables = env.get("GLIBC_TUNABLES", "")
+    if mode is None:
+        return "the kernel has no transparent huge pages"
+    if mode != "madvise":
+        return f"the kernel's transparent huge pages are {mode!r}: nothing to ask for"
+    if f"{TUNABLE}=1" in tunables:
+        return f"asked for (GLIBC_TUNABLES={tunables}; the kernel gives them on request)"
+    why = f"{OPT_OUT}=0" if env.get(OPT_OUT) == "0" else f"GLIBC_TUNABLES={tunables}" if TUNABLE in tunables else (
+        "not restarted by the ds4spec command, or not glibc 2.35 or later")
+    return f"not asked for ({why}; the kernel gives them only on request)"
 
 
 def describe_backends(backends: list[tuple[str, int]]) -> str:

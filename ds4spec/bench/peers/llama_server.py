@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from ds4spec.backend.huge_pages import environment_as_started
 from ds4spec.backend.runtime import default_threads
 from ds4spec.bench.peers.base import BenchTask, OutputRule, Peer, PeerResult, PeerSetup
 from ds4spec.bench.peers.server_build import ServerBuild, ServerUnavailable, installed_build
@@ -116,7 +117,7 @@ class LlamaServerPeer(Peer):
         port = _free_port()
         fd, log = tempfile.mkstemp(prefix="ds4spec-llama-server-", suffix=".log")
         self._log_path = Path(log)
-        env = dict(os.environ)
+        env = environment_as_started(os.environ)  # as its users run it: without the tunable ds4spec set for itself
         if self._build.library_dirs:
             env["LD_LIBRARY_PATH"] = os.pathsep.join([*self._build.library_dirs, env.get("LD_LIBRARY_PATH", "")])
         with os.fdopen(fd, "wb") as out:
