@@ -94,8 +94,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "has it, such as qwen2.5-coder-0.5b for a Qwen target)")
     g.add_argument("--ballast", type=int, metavar="MIB", help="take and touch MIB of memory before loading any "
                    "model, given back once every system is loaded: where memory an exited process freed is slower "
-                   "when taken again (measured on Firecracker guests), the system loaded first, ds4spec's target, "
-                   "would otherwise decode slower than the peers loaded after it (default with --peers: "
+                   "when taken again (measured on Firecracker guests), a system loaded first on 4 KB pages would "
+                   "otherwise decode slower than those loaded after it (default with --peers: "
                    f"{AUTO_BALLAST_MIB} MiB, at most a quarter of the memory available; else 0; see "
                    "docs/benchmarks.md)")
     g.add_argument("--plot", type=Path, metavar="DIR", help="write PNG charts of the results into DIR")
