@@ -17,7 +17,6 @@ from ds4spec.backend.huge_pages import (
     environment_as_started,
     environment_with_huge_pages,
     glibc_version,
-    huge_pages_in_use,
     thp_mode,
 )
 
@@ -71,28 +70,27 @@ def test_other_programs_get_the_environment_as_it_was_before_the_restart() -> No
     assert environment_as_started({"GLIBC_TUNABLES": f"{TUNABLE}=0"}) == {"GLIBC_TUNABLES": f"{TUNABLE}=0"}
 
 
-def test_huge_pages_in_use_reads_the_process_s_rollup(tmp_path: Path) -> None:
-    path = tmp_path / "smaps_rollup"
-    path.write_text("Rss:  1000 kB\nAnonHugePages:    4096 kB\n")
-    assert huge_pages_in_use(path) == 4096 * 1024
-    assert huge_pages_in_use(tmp_path / "missing") is None
-
-
 # A process that restarts itself the way the command does, then reports its tunables and, after taking 64 MB from
 # the allocator and touching it, how much of its memory is on huge pages.
 PROBE = """
 import os
-from ds4spec.backend.huge_pages import huge_pages_in_use, restart_with_huge_pages
+from ds4spec.backend.huge_pages import restart_with_huge_pages
 restart_with_huge_pages()
 block = bytearray(64 << 20)
 block[::4096] = b"x" * (len(block) // 4096)
-print(os.environ.get("GLIBC_TUNABLES", ""), huge_pages_in_use() or 0, sep="|")
+try:
+    huge = [line.split()[1] for line in open("/proc/self/smaps_rollup") if line.startswith("AnonHugePages:")]
+except OSError:  # no /proc: not Linux
+    huge = []
+print(os.environ.get("GLIBC_TUNABLES", ""), int(huge[0]) * 1024 if huge else 0, sep="|")
 """
 
 
 def _probe(**env: str) -> tuple[str, int]:
+    """Runs PROBE from this environment less what would decide for it (a shell's own tunables), plus ``env``."""
+    base = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", BEFORE, OPT_OUT)}
     proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True,
-                          env={**os.environ, **env})
+                          env={**base, **env})
     tunables, huge = proc.stdout.strip().split("|")
     return tunables, int(huge)
 

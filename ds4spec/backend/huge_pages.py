@@ -91,13 +91,3 @@ def environment_as_started(env: Mapping[str, str]) -> dict[str, str]:
             started.pop("GLIBC_TUNABLES", None)
     return started
 
-
-def huge_pages_in_use(path: Path = Path("/proc/self/smaps_rollup")) -> int | None:
-    """Bytes of this process's anonymous memory on huge pages, None where the kernel does not say."""
-    try:
-        for line in path.read_text().splitlines():
-            if line.startswith("AnonHugePages:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
