@@ -12,8 +12,14 @@ from ds4spec.backend.huge_pages import environment_with_huge_pages, glibc_versio
 from ds4spec.faces.doctor import describe_backends, describe_huge_pages
 
 
-def test_doctor_evaluates_and_names_the_backends_of_this_build() -> None:
-    proc = subprocess.run([sys.executable, "-m", "ds4spec", "doctor"], capture_output=True, text=True, timeout=300)
+@pytest.fixture(scope="module")
+def doctor() -> subprocess.CompletedProcess[str]:
+    """One run of ``ds4spec doctor`` (a tiny model built and evaluated in a child process) for the tests below."""
+    return subprocess.run([sys.executable, "-m", "ds4spec", "doctor"], capture_output=True, text=True, timeout=300)
+
+
+def test_doctor_evaluates_and_names_the_backends_of_this_build(doctor: subprocess.CompletedProcess[str]) -> None:
+    proc = doctor
     assert proc.returncode == 0, proc.stderr
     assert "evaluation OK" in proc.stdout
     [backends] = [line for line in proc.stdout.splitlines() if line.startswith("backends: ")]
@@ -26,9 +32,10 @@ def test_a_gpu_backend_without_a_device_is_told_apart_from_a_gpu_in_use() -> Non
     assert describe_backends([]) == "none reported"
 
 
-def test_doctor_says_whether_the_models_memory_may_be_on_huge_pages() -> None:
-    proc = subprocess.run([sys.executable, "-m", "ds4spec", "doctor"], capture_output=True, text=True, timeout=300)
-    [line] = [line for line in proc.stdout.splitlines() if line.startswith("huge pages: ")]
+def test_doctor_says_whether_the_models_memory_may_be_on_huge_pages(
+    doctor: subprocess.CompletedProcess[str],
+) -> None:
+    [line] = [line for line in doctor.stdout.splitlines() if line.startswith("huge pages: ")]
     assert line == f"huge pages: {describe_huge_pages(os.environ | restarted_environment(), thp_mode())}"
 
 

@@ -90,4 +90,3 @@ def environment_as_started(env: Mapping[str, str]) -> dict[str, str]:
         else:
             started.pop("GLIBC_TUNABLES", None)
     return started
-
