@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ds4spec.backend.huge_pages import environment_with_huge_pages, glibc_version, thp_mode
-from ds4spec.faces.doctor import describe_backends, describe_huge_pages
+from ds4spec.faces.doctor import describe_backends, describe_huge_pages, describe_weights
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +51,20 @@ def test_doctor_says_whether_the_models_memory_may_be_on_huge_pages(
 ], ids=["no-thp", "always", "asked", "opted-out", "users-own-setting"])
 def test_the_huge_pages_line_names_what_decided(env: dict[str, str], mode: str | None, says: str) -> None:
     assert describe_huge_pages(env, mode) == says
+
+
+def test_doctor_says_where_a_model_on_the_cpu_keeps_its_weights(doctor: subprocess.CompletedProcess[str]) -> None:
+    [line] = [line for line in doctor.stdout.splitlines() if line.startswith("weights on the CPU: ")]
+    assert line == f"weights on the CPU: {describe_weights(os.environ | restarted_environment(), thp_mode())}"
+
+
+@pytest.mark.parametrize(("env", "mode", "read"), [
+    ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, "madvise", True), ({}, "always", True), ({}, "madvise", False),
+    ({}, None, False),
+], ids=["asked", "always", "not-asked", "no-thp"])
+def test_the_weights_line_says_read_only_where_huge_pages_receive_them(env: dict[str, str], mode: str | None,
+                                                                        read: bool) -> None:
+    assert describe_weights(env, mode).startswith("read into memory") is read
 
 
 def restarted_environment() -> dict[str, str]:

@@ -80,6 +80,22 @@ def restart_with_huge_pages() -> None:
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
+def huge_pages_asked(env: Mapping[str, str]) -> bool:
+    """Whether glibc in a process with this environment asks for huge pages (the tunable at 1, or 2 for a
+    hugetlbfs pool)."""
+    for item in env.get("GLIBC_TUNABLES", "").split(":"):
+        name, _, value = item.partition("=")
+        if name == TUNABLE and value.strip() not in ("", "0"):
+            return True
+    return False
+
+
+def anonymous_huge_pages(env: Mapping[str, str], mode: str | None) -> bool:
+    """Whether the memory a process with this environment allocates lands on huge pages: the kernel gives them to
+    all (``always``) or to glibc asking for them (``madvise``)."""
+    return mode == "always" or (mode == "madvise" and huge_pages_asked(env))
+
+
 def environment_as_started(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` as it was before ``restart_with_huge_pages`` set the tunable: what another program should get."""
     started = dict(env)

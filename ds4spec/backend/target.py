@@ -31,6 +31,7 @@ import numpy as np
 from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama, llama_cpp
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.backend.tokenizer import LlamaTokenizer
+from ds4spec.backend.weights_memory import reads_model_weights
 from ds4spec.core.contracts import LaunchAhead
 from ds4spec.errors import InputError, ModelError
 
@@ -62,6 +63,9 @@ class LlamaTarget:
         n_gpu = opts.n_gpu_layers
         mparams.n_gpu_layers = (-1 if gpu_offload_supported() else 0) if n_gpu is None else n_gpu
         self.n_gpu_layers = int(mparams.n_gpu_layers)
+        self.weights_read = reads_model_weights(opts.mmap, self.n_gpu_layers, self.path)
+        if self.weights_read:
+            mparams.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
         if not model:
             raise ModelError(

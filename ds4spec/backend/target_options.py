@@ -16,3 +16,6 @@ class TargetOptions:
     # Start the next plain step before the bookkeeping of the last: None where a pass is measured to run beside the
     # caller (a GPU), True to do it anyway (tests on a CPU), False never.
     launch_ahead: bool | None = None
+    # Compute from the file's mapping (True) or read the weights into memory (False); None: read them where that pays
+    # (``ds4spec.backend.weights_memory``).
+    mmap: bool | None = None

@@ -54,5 +54,5 @@ class PeerPlan:
                 family, family_problem = family_drafter(target_path, vocab.metadata.get("tokenizer.ggml.pre", ""),
                                                         vocab.tokenizer.n_vocab, self.peer_draft)
             setup = PeerSetup(target_path, vocab.tokenizer, settings.ctx, settings.batch, settings.threads,
-                              settings.gpu_layers, drafter, problem, family, family_problem)
+                              settings.gpu_layers, drafter, problem, family, family_problem, settings.mmap)
             yield build_peer_groups(self.keys, setup, stderr_line)

@@ -36,6 +36,7 @@ class DrafterSpec:
     # torch's: it keeps an OpenMP runtime of its own, whose idle threads would spin beside the target's steps
     torch_threads: int | None = 1
     gpu_layers: int | None = None
+    mmap: bool | None = None  # see ``TargetOptions.mmap``
 
 
 def build_drafter(spec: DrafterSpec, locate: Locate) -> Drafter | None:
@@ -71,4 +72,5 @@ def _model_drafter(name: str, backend: Backend, spec: DrafterSpec, locate: Locat
     from ds4spec.drafters.llama_drafter import LlamaDrafter
 
     return LlamaDrafter(path, n_ctx=spec.n_ctx, p_min=spec.p_min, n_threads=spec.threads,
-                        n_gpu_layers=spec.gpu_layers, name=known and f"llama:{known}", heal=spec.heal)
+                        n_gpu_layers=spec.gpu_layers, name=known and f"llama:{known}", heal=spec.heal,
+                        mmap=spec.mmap)

@@ -29,11 +29,11 @@ class LlamaDrafter(ModelDrafter):
 
     def __init__(self, path_or_target: Path | str | LlamaTarget, *, n_ctx: int = 4096, p_min: float = 0.3,
                  n_threads: int | None = None, n_gpu_layers: int | None = None, name: str | None = None,
-                 lookback: int = 8, heal: bool = True) -> None:
+                 lookback: int = 8, heal: bool = True, mmap: bool | None = None) -> None:
         if isinstance(path_or_target, LlamaTarget):
             self._model, self._owned = path_or_target, False
         else:
-            options = TargetOptions(n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers)
+            options = TargetOptions(n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers, mmap=mmap)
             self._model, self._owned = LlamaTarget(path_or_target, options), True
         self._tok = self._model.tokenizer
         self.name = name or f"llama:{self._model.name}"

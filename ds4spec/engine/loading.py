@@ -84,6 +84,7 @@ def drafter_spec(settings: Settings) -> DrafterSpec:
         threads=drafter_threads(settings),
         torch_threads=settings.draft_threads or 1,
         gpu_layers=settings.gpu_layers,
+        mmap=settings.mmap,
     )
 
 

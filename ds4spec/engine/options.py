@@ -19,6 +19,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                    "(default: all when llama.cpp was built with GPU support, else 0)")
     g.add_argument("--batch", type=int, metavar="N", help="tokens per forward pass when reading the "
                    "prompt (default 512)")
+    g.add_argument("--mmap", action=argparse.BooleanOptionalAction, default=None, help="compute from the model "
+                   "file's mapping, or read the weights into memory (default: read them where every layer runs on "
+                   "the CPU, huge pages are on and the file fits in half of the free memory: faster steps, slower "
+                   "load; see docs/setup.md, 'Huge pages')")
 
 
 def add_speculation_options(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +85,7 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 
 # argparse's dest names equal the Settings field names.
 _SETTING_FLAGS = (
-    "target", "ctx", "threads", "gpu_layers", "batch", "max_tokens", "temperature", "top_k", "top_p", "min_p",
+    "target", "ctx", "threads", "gpu_layers", "batch", "mmap", "max_tokens", "temperature", "top_k", "top_p", "min_p",
     "repeat_penalty", "seed", "stop", "pair", "draft", "draft_max", "draft_backend", "p_min", "heal", "confidence_stop",
     "warmup", "draft_deadline", "draft_threads", "cost_check", "draft_fixed", "triggers", "trigger_files", "language",
 )

@@ -44,6 +44,7 @@ class Settings:
     threads: int | None = None
     gpu_layers: int | None = None
     batch: int = 512
+    mmap: bool | None = None  # compute from the model file's mapping; None: read weights into memory where that pays
     launch_ahead: bool | None = None  # start plain steps before the last token's bookkeeping; None: where that pays
     max_tokens: int = 256
     temperature: float = 0.0
@@ -67,7 +68,7 @@ class Settings:
     def target_options(self) -> TargetOptions:
         return TargetOptions(
             n_ctx=self.ctx, n_threads=self.threads, n_gpu_layers=self.gpu_layers, n_batch=self.batch,
-            launch_ahead=self.launch_ahead,
+            launch_ahead=self.launch_ahead, mmap=self.mmap,
         )
 
 

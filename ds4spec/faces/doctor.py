@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ds4spec import __version__
-from ds4spec.backend.huge_pages import OPT_OUT, TUNABLE, thp_mode
+from ds4spec.backend.huge_pages import OPT_OUT, TUNABLE, anonymous_huge_pages, huge_pages_asked, thp_mode
 from ds4spec.errors import Ds4Error
 
 
@@ -69,6 +69,7 @@ def check() -> str:
         f"GPU offload: {'yes' if llama_cpp.llama_supports_gpu_offload() else 'no'}\n"
         f"backends: {describe_backends(compiled_backends())}\n"
         f"huge pages: {describe_huge_pages(os.environ, thp_mode())}\n"
+        f"weights on the CPU: {describe_weights(os.environ, thp_mode())}\n"
         f"{system_info()}\n"
     )
 
@@ -80,11 +81,18 @@ def describe_huge_pages(env: Mapping[str, str], mode: str | None) -> str:
         return "the kernel has no transparent huge pages"
     if mode != "madvise":
         return f"the kernel's transparent huge pages are {mode!r}: nothing to ask for"
-    if f"{TUNABLE}=1" in tunables:
+    if huge_pages_asked(env):
         return f"asked for (GLIBC_TUNABLES={tunables}; the kernel gives them on request)"
     why = f"{OPT_OUT}=0" if env.get(OPT_OUT) == "0" else f"GLIBC_TUNABLES={tunables}" if TUNABLE in tunables else (
         "not restarted by the ds4spec command, or not glibc 2.35 or later")
     return f"not asked for ({why}; the kernel gives them only on request)"
+
+
+def describe_weights(env: Mapping[str, str], mode: str | None) -> str:
+    """Where a model run on the CPU keeps its weights by default (``ds4spec.backend.weights_memory``)."""
+    if anonymous_huge_pages(env, mode):
+        return "read into memory, on huge pages, when the file fits in half of the free memory (--mmap maps it)"
+    return "computed from the file's mapping (no huge pages to read them into; --no-mmap reads them)"
 
 
 def describe_backends(backends: list[tuple[str, int]]) -> str:

@@ -72,6 +72,7 @@ class PeerSetup:
     # A drafter with the target's own vocabulary, for llama.cpp's draft modes (they refuse another vocabulary).
     family_drafter: Path | None = None
     family_drafter_problem: str | None = None  # why there is none
+    mmap: bool | None = None  # ds4spec's --mmap: the in-process llama.cpp peers load the target as ds4spec does
 
     def layers_on_gpu(self, every: int) -> int:
         """``gpu_layers``, or ``every`` (the peer's word for all layers) when unset and llama.cpp can offload."""

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ds4spec.backend.runtime import default_threads, init_llama
+from ds4spec.backend.weights_memory import reads_model_weights
 from ds4spec.bench.peers.base import BenchTask, OutputRule, Peer, PeerResult
 
 LLAMA_PLAIN = "llama.cpp plain"
@@ -27,16 +28,20 @@ class LlamaPlainPeer(Peer):
         return None if self.setup.target.is_file() else f"{self.setup.target} does not exist"
 
     def _llama_kwargs(self) -> dict[str, Any]:
-        """The settings ds4spec's target uses (context, batch, threads, GPU layers), in ``Llama``'s words."""
+        """The settings ds4spec's target uses (context, batch, threads, GPU layers, where its weights are), in
+        ``Llama``'s words."""
         s = self.setup
         threads = s.threads or default_threads()
         gpu = s.layers_on_gpu(-1)
+        # Computed from the same memory as ds4spec's target (``weights_memory``): in the same process, a difference
+        # between the two is then ds4spec's own.
+        mapped = not reads_model_weights(s.mmap, gpu, s.target)
         # Flash attention on: ds4spec's target leaves it on auto, which llama.cpp turns on for these models,
         # while llama-cpp-python turns it off by default. Its other kernels flip near-ties (measured: a prose
         # answer of the 1.5B target differed at the 5th token), and the baseline must compute what ds4spec does.
         return {"model_path": str(s.target), "n_ctx": s.n_ctx, "n_batch": s.n_batch, "n_ubatch": s.n_batch,
                 "n_threads": threads, "n_threads_batch": threads, "n_gpu_layers": gpu, "flash_attn": True,
-                "verbose": False}
+                "use_mmap": mapped, "verbose": False}
 
     def load(self) -> None:
         from llama_cpp import Llama

@@ -117,7 +117,8 @@ class LlamaServerPeer(Peer):
         port = _free_port()
         fd, log = tempfile.mkstemp(prefix="ds4spec-llama-server-", suffix=".log")
         self._log_path = Path(log)
-        env = environment_as_started(os.environ)  # as its users run it: without the tunable ds4spec set for itself
+        # As its users run it: computing from the file's mapping, without the tunable ds4spec set for itself.
+        env = environment_as_started(os.environ)
         if self._build.library_dirs:
             env["LD_LIBRARY_PATH"] = os.pathsep.join([*self._build.library_dirs, env.get("LD_LIBRARY_PATH", "")])
         with os.fdopen(fd, "wb") as out:
