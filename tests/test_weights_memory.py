@@ -19,6 +19,7 @@ from ds4spec.cli import build_parser
 from ds4spec.engine.loading import drafter_spec
 from ds4spec.engine.options import settings_from_args
 from ds4spec.engine.settings import load_settings
+from ds4spec.faces.complete import complete_settings
 
 GIB = 1 << 30
 
@@ -77,6 +78,14 @@ def test_the_choice_reaches_the_target_and_the_drafter(argv: list[str], env: dic
         monkeypatch.setenv(name, value)
     settings = settings_from_args(build_parser().parse_args(["complete", *argv]))
     assert settings.target_options().mmap is mmap and drafter_spec(settings).mmap is mmap
+
+
+@pytest.mark.parametrize(("argv", "mmap"), [([], True), (["--no-mmap"], False), (["--mmap"], True)],
+                         ids=["default", "no-mmap", "mmap"])
+def test_complete_answers_once_so_it_maps_the_file_unless_told(argv: list[str], mmap: bool, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DS4SPEC_CONFIG", str(tmp_path / "absent.toml"))
+    assert complete_settings(build_parser().parse_args(["complete", *argv])).mmap is mmap
 
 
 def test_the_config_file_can_keep_the_mapping(tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                    "prompt (default 512)")
     g.add_argument("--mmap", action=argparse.BooleanOptionalAction, default=None, help="compute from the model "
                    "file's mapping, or read the weights into memory (default: read them where every layer runs on "
-                   "the CPU, huge pages are on and the file fits in half of the free memory: faster steps, slower "
-                   "load; see docs/setup.md, 'Huge pages')")
+                   "the CPU, huge pages are on and the file fits in half of the free memory, for faster steps after "
+                   "a slower load; `complete`, which answers once, maps them; see docs/setup.md, 'Huge pages')")
 
 
 def add_speculation_options(parser: argparse.ArgumentParser) -> None:
