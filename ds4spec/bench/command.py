@@ -254,6 +254,7 @@ class _Sitting:
             report.settings["target"] = target.name
             report.settings["target_file"] = str(target.path)
             report.settings["gpu_layers"] = target.n_gpu_layers
+            report.settings["weights_read"] = target.weights_read
             report.settings["drafters"] = {m: p.drafter.name for m, p in self.plans.items()}
             report.settings["source_costs"] = {
                 m: {c.source: {"ms_per_token": round(c.seconds_per_token * 1000, 2),
@@ -424,7 +425,8 @@ def _print(report: Report) -> None:
           f"tokens, {_prompt_counts(report.settings['prompts_per_workload'])}"
           + (f" after the first {skip}" if (skip := report.settings.get("skip")) else "")
           + ("; every answer's policy fresh, as one `ds4spec complete` a prompt"
-             if report.settings.get("fresh") else ""))
+             if report.settings.get("fresh") else "")
+          + ("; weights read into memory" if report.settings.get("weights_read") else ""))
 
 
 def _print_mismatches(report: Report) -> None:
