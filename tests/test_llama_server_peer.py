@@ -27,9 +27,9 @@ def vocab(tiny_bpe_gguf: Path) -> Iterator[TargetVocab]:
         yield v
 
 
-def setup_for(target: Path, vocab: TargetVocab, drafter: Path | None = None) -> PeerSetup:
+def setup_for(target: Path, vocab: TargetVocab, drafter: Path | None = None, mmap: bool = True) -> PeerSetup:
     return PeerSetup(target, vocab.tokenizer, 256, 64, 1, 0, None, None, drafter,
-                     None if drafter else "no drafter with the target's vocabulary is pulled")
+                     None if drafter else "no drafter with the target's vocabulary is pulled", mmap)
 
 
 def tasks(vocab: TargetVocab) -> list[BenchTask]:
@@ -152,6 +152,19 @@ def test_extra_spec_types_join_the_default_ones(tiny_bpe_gguf: Path, vocab: Targ
                                             "llama-server ngram-cache"]
     only = build_peer_groups(("llama", "llama-server:ngram-cache"), setup, print)
     assert [p.name for p in only[-1]] == ["llama-server plain", "llama-server ngram-cache"]
+
+
+def test_where_ds4spec_reads_its_weights_a_plain_server_reads_them_too_on_huge_pages(
+        tiny_bpe_gguf: Path, vocab: TargetVocab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
+    monkeypatch.setenv("DS4SPEC_GLIBC_TUNABLES_BEFORE", "")  # as after the command's restart
+    build = build_in(tmp_path / "cache")
+    peers = server_peers(setup_for(tiny_bpe_gguf, vocab, mmap=False), (), print, build)
+    assert [p.name for p in peers] == ["llama-server plain", "llama-server plain, read"]
+    plain, read = (p.command(Path("s"), 1) for p in peers)
+    assert "--load-mode" not in plain and read[read.index("--load-mode") + 1] == "none"
+    mapped = server_peers(setup_for(tiny_bpe_gguf, vocab, mmap=True), (), print, build)
+    assert [p.name for p in mapped] == ["llama-server plain"]
 
 
 @pytest.mark.parametrize(("stop_type", "predicted_n", "credited"), [

@@ -18,18 +18,20 @@ from ds4spec.bench.peers.base import TargetVocab
 from ds4spec.bench.peers.llama_server import server_peers
 from ds4spec.bench.systems import system_rows
 
-MODES = ("plain", "ngram-simple", "ngram-mod", "ngram-map-k", "draft-simple")
+MODES = ("plain", "plain, read", "ngram-simple", "ngram-mod", "ngram-map-k", "draft-simple")
 
 
 @pytest.mark.timeout(2400)  # a cold build of llama-server on 2 cores, then the runs
 def test_every_default_mode_answers_one_request_per_workload(tiny_bpe_gguf: Path, tmp_path: Path) -> None:
     """The same file, greedy, through the server's raw completion and its chat endpoint (the model's own template):
-    the prompt has ds4spec's token count on both, and plain output is ds4spec plain's token for token. draft-simple
+    the prompt has ds4spec's token count on both, and plain output is ds4spec plain's token for token, the weights
+    mapped or read into memory as ds4spec's are (``--no-mmap``). draft-simple
     gets the target itself as its same-vocabulary drafter, so everything it drafts is accepted."""
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "ds4spec", "bench", "--target", str(tiny_bpe_gguf), "--mode",
                            "lookup", "--workload", "humaneval", "--workload", "edits", "--limit", "1",
                            "--max-tokens", "16", "--peers", "llama-server", "--peer-draft", str(tiny_bpe_gguf),
+                           "--no-mmap",
                            "--out", str(out)], capture_output=True, text=True, timeout=1800, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
     rows = {(r["workload"], r["system"]): r for r in json.loads(out.read_text())["systems"]}
@@ -39,8 +41,8 @@ def test_every_default_mode_answers_one_request_per_workload(tiny_bpe_gguf: Path
             assert row["status"] == "ok" and row["runs"] == 1, row
             assert row["tokens_per_second"] > 0 and row["speedup_vs_ds4spec_plain"] is not None, row
             assert row["baseline"] == "llama-server plain"
-        plain = rows[(workload, "llama-server plain")]
-        assert plain["matches_ds4spec_plain"] == 1 and plain["drafted"] is None
+        for plain in (rows[(workload, "llama-server plain")], rows[(workload, "llama-server plain, read")]):
+            assert plain["matches_ds4spec_plain"] == 1 and plain["drafted"] is None
         drafting = rows[(workload, "llama-server draft-simple")]
         assert drafting["drafted"] > 0 and drafting["acceptance"] == 1.0, drafting
         assert drafting["matches_own_plain"] == 1

@@ -24,11 +24,15 @@ import httpx
 
 from ds4spec.backend.huge_pages import environment_as_started
 from ds4spec.backend.runtime import default_threads
+from ds4spec.backend.weights_memory import reads_model_weights
 from ds4spec.bench.peers.base import BenchTask, OutputRule, Peer, PeerResult, PeerSetup
 from ds4spec.bench.peers.server_build import ServerBuild, ServerUnavailable, installed_build
 from ds4spec.core.events import FinishReason
 
 SERVER_PLAIN = "llama-server plain"
+# llama-server plain with its weights where ds4spec's target has them, read into memory on huge pages
+# (``backend.weights_memory``): what its users get by asking for it, and the strongest plain llama.cpp here.
+SERVER_READ = "llama-server plain, read"
 # The modes `--peers llama-server` runs, each with llama.cpp's default settings; others by name.
 DEFAULT_SPEC_TYPES = ("ngram-simple", "ngram-mod", "ngram-map-k", "draft-simple")
 START_TIMEOUT_S = 600.0  # loading an F16 target and its drafter from a cold disk
@@ -78,10 +82,12 @@ class LlamaServerPeer(Peer):
     family = "llama-server"
     baseline = SERVER_PLAIN
 
-    def __init__(self, setup: PeerSetup, spec_type: str | None, build: SharedServerBuild) -> None:
+    def __init__(self, setup: PeerSetup, spec_type: str | None, build: SharedServerBuild, *,
+                 reads_weights: bool = False) -> None:
         super().__init__(setup)
         self.spec_type = spec_type
-        self.name = f"llama-server {spec_type}" if spec_type else SERVER_PLAIN
+        self.reads_weights = reads_weights
+        self.name = f"llama-server {spec_type}" if spec_type else SERVER_READ if reads_weights else SERVER_PLAIN
         self._build = build
         self._process: subprocess.Popen[bytes] | None = None
         self._client: httpx.Client | None = None
@@ -110,6 +116,8 @@ class LlamaServerPeer(Peer):
             cmd += ["--spec-type", self.spec_type]
         if self._needs_drafter and s.family_drafter is not None:
             cmd += ["--spec-draft-model", str(s.family_drafter), "--spec-draft-ngl", str(gpu)]
+        if self.reads_weights:
+            cmd += ["--load-mode", "none"]
         return cmd
 
     def load(self) -> None:
@@ -117,8 +125,9 @@ class LlamaServerPeer(Peer):
         port = _free_port()
         fd, log = tempfile.mkstemp(prefix="ds4spec-llama-server-", suffix=".log")
         self._log_path = Path(log)
-        # As its users run it: computing from the file's mapping, without the tunable ds4spec set for itself.
-        env = environment_as_started(os.environ)
+        # As its users run it: computing from the file's mapping, without the tunable ds4spec set for itself; or
+        # with both as ds4spec's target has them.
+        env = dict(os.environ) if self.reads_weights else environment_as_started(os.environ)
         if self._build.library_dirs:
             env["LD_LIBRARY_PATH"] = os.pathsep.join([*self._build.library_dirs, env.get("LD_LIBRARY_PATH", "")])
         with os.fdopen(fd, "wb") as out:
@@ -225,7 +234,11 @@ def _free_port() -> int:
 
 def server_peers(setup: PeerSetup, spec_types: tuple[str, ...], log: Callable[[str], None],
                  build: ServerBuild | None = None) -> list[Peer]:
-    """llama-server plain, the baseline of its family, then one peer per speculative type, sharing one build
-    (by default the one matching the installed llama-cpp-python)."""
+    """llama-server plain, the baseline of its family, then plain with its weights read into memory where
+    ds4spec's target has them so, then one peer per speculative type, sharing one build (by default the one
+    matching the installed llama-cpp-python)."""
     shared = SharedServerBuild(log, build)
-    return [LlamaServerPeer(setup, None, shared), *(LlamaServerPeer(setup, t, shared) for t in spec_types)]
+    read = reads_model_weights(setup.mmap, setup.layers_on_gpu(999), setup.target)
+    return [LlamaServerPeer(setup, None, shared), *([LlamaServerPeer(setup, None, shared, reads_weights=True)]
+                                                    if read else []),
+            *(LlamaServerPeer(setup, t, shared) for t in spec_types)]
