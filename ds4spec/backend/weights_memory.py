@@ -5,9 +5,9 @@ it copies into memory from the allocator. The mapping's pages belong to the page
 setting reaches. Read into the process's own memory instead, with huge pages asked for (``huge_pages``), every weight
 lands on 2 MB pages. Measured on a 2-core Intel guest with nested paging (run 74, greedy plain step, huge pages asked):
 the F16 target 144 ms read against 163 mapped, the default Q4_K_M target 55.9 against 58.0 (its Q6_K tensors, the
-output matrix among them, are not repacked). The price is the load: 3.6 s against 0.3 for the F16 file's 3.6 GB, 1.5
-against 0.6 for the Q4_K_M one (the pages are touched at load instead of by the first steps), and memory that the
-kernel cannot drop and read again later, which no second process shares.
+output matrix among them, are not repacked). The price is the load, whose pages are touched then instead of by the
+first steps: 3.6 to 7.1 s against 0.3 for the F16 file's 3.6 GB, 1.4 to 2.3 against 0.6 for the Q4_K_M one; and memory
+that the kernel cannot drop and read back from the file, which no second process shares.
 
 So the weights are read where that pays and is safe (``reads_weights``): every layer on the CPU (a GPU holds its own
 copy), the process's memory on huge pages, and the file no larger than half the memory available. ``--mmap`` and
@@ -42,8 +42,7 @@ def reads_weights(mmap: bool | None, *, n_gpu_layers: int, file_size: int, avail
     (``huge_pages.anonymous_huge_pages``)."""
     if mmap is not None:
         return not mmap
-    return (n_gpu_layers == 0 and huge_pages and available is not None
-            and file_size <= available // 2)
+    return n_gpu_layers == 0 and huge_pages and available is not None and file_size <= available // 2
 
 
 def reads_model_weights(mmap: bool | None, n_gpu_layers: int, path: Path) -> bool:
