@@ -85,6 +85,21 @@ def test_a_build_with_other_cpu_kernels_gets_its_own_profile(target: LlamaTarget
     assert fingerprint(target) != native
 
 
+def test_weights_read_or_mapped_and_huge_pages_or_not_get_their_own_profiles(target: LlamaTarget,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from ds4spec.policy.profile import fingerprint
+
+    native = fingerprint(target)
+    monkeypatch.setattr(target, "weights_read", not target.weights_read)
+    read_otherwise = fingerprint(target)
+    assert read_otherwise != native
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
+    monkeypatch.setattr("ds4spec.backend.huge_pages.thp_mode", lambda: "never")
+    never = fingerprint(target)
+    monkeypatch.setattr("ds4spec.backend.huge_pages.thp_mode", lambda: "always")
+    assert fingerprint(target) != never
+
+
 @pytest.mark.parametrize("content", ["{not json", "[]", '{"KEY": {"1": "fast"}}', '{"KEY": {"1": 0}}'])
 def test_a_damaged_cache_costs_only_a_new_measurement(target: LlamaTarget, content: str) -> None:
     from ds4spec.policy.profile import fingerprint

@@ -193,16 +193,19 @@ def still_holds(target: LlamaTarget, spans: Mapping[int, float]) -> bool:
 
 
 def fingerprint(target: LlamaTarget) -> str:
-    """What the curve depends on: the model file, threads, offload, the llama.cpp build and the machine."""
+    """What the curve depends on: the model file, threads, offload, where the weights are, the llama.cpp build and the
+    machine."""
     import llama_cpp
 
+    from ds4spec.backend.huge_pages import anonymous_huge_pages, thp_mode
     from ds4spec.backend.runtime import system_info
 
     st = target.path.stat()
-    # system_info names the kernels the build has (AVX2 only, AVX-512, ...): one CPU can run either build.
+    # system_info names the kernels the build has (AVX2 only, AVX-512, ...): one CPU can run either build. Weights
+    # read onto huge pages make a step cheaper than mapped ones, a pass over many tokens less so (run 74).
     parts = (str(target.path.resolve()), st.st_size, st.st_mtime_ns, target.n_threads, target.n_gpu_layers,
              target.n_batch, llama_cpp.__version__, system_info(), platform.machine(), platform.processor(),
-             os.cpu_count(), _cpu_model())
+             os.cpu_count(), _cpu_model(), target.weights_read, anonymous_huge_pages(os.environ, thp_mode()))
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
 
 
