@@ -91,7 +91,8 @@ def describe_huge_pages(env: Mapping[str, str], mode: str | None) -> str:
 def describe_weights(env: Mapping[str, str], mode: str | None) -> str:
     """Where a model run on the CPU keeps its weights by default (``ds4spec.backend.weights_memory``)."""
     if anonymous_huge_pages(env, mode):
-        return "read into memory, on huge pages, when the file fits in half of the free memory (--mmap maps it)"
+        return ("read into memory, on huge pages, when the file fits in half of the free memory (--mmap maps it; "
+                "`complete` maps it unless told --no-mmap)")
     return "computed from the file's mapping (no huge pages to read them into; --no-mmap reads them)"
 
 
