@@ -13,20 +13,17 @@ from __future__ import annotations
 import mmap
 from pathlib import Path
 
+from ds4spec.backend.weights_memory import MEMINFO, memory_available
+
 PAGE = 4096
 AUTO_BALLAST_MIB = 4096  # 1 GiB left a 2-3% gap in a bench beside llama-server; 2 and 4 GiB closed it in two processes
-MEMINFO = Path("/proc/meminfo")
 
 
 def auto_ballast_mib(meminfo: Path = MEMINFO) -> int:
     """The ballast a bench with peers takes by default: ``AUTO_BALLAST_MIB``, at most a quarter of the memory
     available, none where the system does not say (not Linux)."""
-    try:
-        fields = dict(line.split(":", 1) for line in meminfo.read_text().splitlines() if ":" in line)
-        available_mib = int(fields["MemAvailable"].split()[0]) // 1024
-    except (OSError, KeyError, ValueError):
-        return 0
-    return min(AUTO_BALLAST_MIB, available_mib // 4)
+    available = memory_available(meminfo)
+    return 0 if available is None else min(AUTO_BALLAST_MIB, (available >> 20) // 4)
 
 
 class Ballast:
