@@ -54,7 +54,7 @@ from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ModelReading, UnreadText
 from ds4spec.policy.rules import Rule, RuleBook
-from ds4spec.policy.syntax import SyntaxTracker
+from ds4spec.policy.syntax import SyntaxTracker, code_event
 
 SOURCES = ("lookup", "model")
 # A lookup miss, in plain steps: the step, and the search and bookkeeping around it. Counted as a plain step alone, a
@@ -83,6 +83,8 @@ UNMEASURED_MARGIN = 0.1
 UNDRAFTED_ALPHA = 0.35
 
 
+# Where an answer's code is words (a docstring's are copied as the file is; see ``CopyWatch.reworded``).
+REWORDING_EVENTS = frozenset({"comment"})
 _CHOICE_SOURCES = {"lookup": ("lookup",), "model": ("model",), "hybrid": ("lookup", "model")}
 
 
@@ -210,6 +212,8 @@ class TriggerPolicy(DraftPolicy):
             self.event, self._current, self._asked, self.source = NO_DRAFT_PAYS, None, "any", "any"
             return 0
         family, event = self.tracker.event()
+        if self.copies.copy == "short" and not family.prose and event in REWORDING_EVENTS:
+            self.copies.reworded(code_event(family, self.copies.matched_line().decode("utf-8", "ignore")) != event)
         self.event = f"{family.name}.{event}"
         model = self._current = self.learning.model(self.event, family.rule(event))
         k, self.source = self._choose(model)
@@ -553,7 +557,7 @@ class TriggerPolicy(DraftPolicy):
         copies, where a pass over 2 tokens costs 3 plain steps (an H200) no first try at a code line's 2 tokens
         paid, and the triggers waited through copied lines in plain steps (run 47, the default pair's edits: 26
         cycles for an answer that lookup alone wrote in 13)."""
-        if not self.copies.prose:
+        if not (self.copies.prose or self.copies.rewording):
             return self._lookup_best_up_to(self.draft_max)
         return self._lookup_best_up_to(min(self.draft_max, max(model.rule.length, FIRST_TRY_SHORT)))
 
