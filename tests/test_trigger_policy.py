@@ -1218,7 +1218,7 @@ def test_a_comment_repeating_the_docstring_s_words_is_judged_as_a_quote_and_one_
     """Unseen HumanEval answers' comments repeat a few words of their docstrings ("# Find the longest" after "Find
     the longest postfix") and go on in words of their own: judged as short copies, at the edits' 0.9, each drew a
     first draft of 11 to 15 tokens rejected at its first token (the replay of 56 answers, AMD EPYC profile:
-    HumanEval/20 0.95x, /59 0.98x; 1.00x and 0.98x judged as quotes). A comment that repeats the prompt's comment
+    HumanEval/20 0.95x, /59 0.98x; 0.98x and 1.00x judged as quotes). A comment that repeats the prompt's comment
     copies it (HumanEval/38: a function's comment, then its code, 95 of 114 drafted tokens kept)."""
     policy = TriggerPolicy(book, "python", 16, ("lookup",), TriggerLearning(COMPUTE_BOUND))
     policy.begin(DraftContext(text=DOCUMENTED))
