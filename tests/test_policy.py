@@ -137,6 +137,34 @@ def test_one_stall_moves_a_measured_cost_by_a_bounded_amount() -> None:
     assert costs.plain_step() is not None and costs.plain_step() < 0.07
 
 
+def test_a_stall_in_a_length_s_first_cycle_is_set_aside_and_a_dear_length_learned_at_its_second() -> None:
+    """Taken whole, one 100 ms stall in the first cycle of 8 tokens (a target stepping in 1.3 ms) priced them at 80
+    plain steps for a dozen cycles: the gate stopped drafting, and its probes, waiting for as many cycles as a
+    rejected one was priced to lose, never came again in the answer. A length that is dear stays dear."""
+    costs = CycleCosts(F32_PROFILE)
+    costs.observe(0, STEP)
+    estimate = costs.cost(8)
+    costs.observe(8, 100 * STEP)  # stalled
+    assert not costs.measured(8) and costs.cost(8) == pytest.approx(estimate)
+    costs.observe(8, 1.1 * estimate)
+    assert costs.cost(8) == pytest.approx(1.1 * estimate)
+    costs.observe(4, 100 * STEP)
+    costs.observe(4, 100 * STEP)  # again: a dear drafter, no stall
+    assert costs.cost(4) == pytest.approx(100 * STEP)
+
+
+def test_a_length_s_first_cycle_is_judged_beside_what_its_drafted_tokens_were_measured_to_cost() -> None:
+    """A model that takes ten plain steps a token (a drafter on the CPU beside a target on a GPU) is no stall."""
+    judged, alone = CycleCosts(F32_PROFILE), CycleCosts(F32_PROFILE)
+    for costs in (judged, alone):
+        costs.observe(0, STEP)
+    dear = judged.cost(4) + 4 * 10 * STEP
+    judged.observe(4, dear, drafting=4 * 10 * STEP)
+    alone.observe(4, dear)
+    assert judged.cost(4) == pytest.approx(dear)
+    assert not alone.measured(4)  # judged by the pass alone, it looked like a stall
+
+
 def test_the_first_plain_steps_settle_on_the_fastest_of_them() -> None:
     """The first step after a prompt is slow (measured on the F16 pair: 86 ms against 73): averaged in, it would
     set the yardstick dear for as long as a drafting policy takes no other plain step."""

@@ -47,6 +47,22 @@ def test_recent_reads_weigh_most() -> None:
     assert reading.cost(100) < 0.03
 
 
+def test_a_read_far_above_the_fit_counts_as_a_stall_unless_the_next_one_is_dear_too() -> None:
+    """One read stalled 100 ms (the drafter catching up with a few bytes in a tenth of a millisecond) must not price
+    every later read: the policy would stop asking the drafter for the rest of the answer. Two in a row are a
+    drafter that got dear (a longer text, a busier machine): the second is learned whole."""
+    reading = ReadingCosts()
+    for _ in range(3):
+        reading.observe(10, 0.0001)
+    reading.observe(10, 0.1)  # stalled
+    assert reading.cost(10) < 0.0003
+    reading.observe(10, 0.0001)
+    assert reading.cost(10) < 0.0003
+    reading.observe(10, 0.1)
+    reading.observe(10, 0.1)  # dear twice: learned
+    assert reading.cost(10) > 0.01  # a hundred times the cheap reads
+
+
 @pytest.mark.parametrize(("a", "b", "shared"), [
     (b"", b"abc", 0), (b"abc", b"abc", 3), (b"abcdef", b"abcxyz", 3), (b"abc", b"abcdef", 3), (b"xbc", b"abc", 0),
 ])

@@ -30,9 +30,9 @@ from ds4spec.policy.confidence import ConfidenceCalibration, takes_next
 from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import PRIOR_COST_PER_DRAFTED_TOKEN, VerifyProfile
 from ds4spec.policy.reading import ModelReading, UnreadText
+from ds4spec.policy.stalls import OUTLIER, bounded, stalled
 
 EMA = 0.25  # weight of a new measurement
-OUTLIER = 3.0  # a measurement above this many times the estimate counts as this many (a scheduler stall)
 PLAIN_REFRESH = 64  # cycles between plain steps at most, so that a plain step's cost never goes stale
 # The first plain steps measured settle on the fastest of them, and a generation's first cycle is not one of them
 # (while the drafter reads its prompt beside it: measured on the F16 pair, 72 to 86 ms against 71 to 75 for the
@@ -73,7 +73,7 @@ MEASURES_COUNTED = 7  # an EMA at weight 0.25 averages about this many measureme
 
 
 def _ema(old: float | None, new: float) -> float:
-    return new if old is None else (1 - EMA) * old + EMA * min(new, OUTLIER * old)
+    return new if old is None else (1 - EMA) * old + EMA * bounded(new, old)
 
 
 class CycleCosts:
@@ -108,6 +108,7 @@ class CycleCosts:
         self._after_left = 0  # plain steps still to come in the current aftermath
         self._after_sum = 0.0  # what they cost beyond plain steps so far
         self._after_learned = False  # whether this table drafted, and so learns the current aftermath
+        self._set_aside_lengths: set[int] = set()  # lengths whose first cycle was set aside as a stall (``_set_aside``)
 
     def new_generation(self) -> None:
         """The next cycle is a generation's first: as a plain step it is no measure of one (``PLAIN_SETTLING``)."""
@@ -117,7 +118,10 @@ class CycleCosts:
         """A cycle of this generation was measured (by this table, or by another source's)."""
         self._generation_starts = False
 
-    def observe(self, k: int, seconds: float) -> None:
+    def observe(self, k: int, seconds: float, drafting: float = 0.0) -> None:
+        """A cycle drafting ``k`` tokens (0: a plain step) took ``seconds``. ``drafting``: what the drafter was
+        expected to take for them (its token's cost measured at load), beside which a length's first cycle is judged
+        (``_set_aside``)."""
         first, self._generation_starts = self._generation_starts, False
         if k == 0 and first and 0 in self._seconds:
             return
@@ -126,6 +130,9 @@ class CycleCosts:
             return
         if k:
             self.aftermath_begins(learn=True)
+            if self._set_aside(k, seconds, drafting):
+                self._since_plain += 1
+                return
         if k not in self._seconds:
             insort(self._known, k)
             self._ranked.clear()
@@ -143,6 +150,18 @@ class CycleCosts:
             self._costs_changed()
             self._shared_scale = None
             self._estimated_at = plain
+
+    def _set_aside(self, k: int, seconds: float, drafting: float) -> bool:
+        """Whether a cycle is taken for a stall and learned as nothing: the first of its length, far above that
+        length's estimate (``stalls``), where no first cycle of it was set aside before. A length's first cycle is
+        learned whole (the cycles after it move its cost by ``_ema``, a stall bounded there): one stall in it would
+        price it at that stall for a dozen cycles. A length that is dear stays dear, and its second cycle is learned."""
+        if k in self._seconds or k in self._set_aside_lengths or 0 not in self._seconds:
+            return False
+        if not stalled(seconds, self._estimate(k) + drafting):
+            return False
+        self._set_aside_lengths.add(k)
+        return True
 
     def aftermath_begins(self, learn: bool = False) -> None:
         """A drafting cycle was measured (by this table when ``learn``, else by another source's): the next
@@ -588,7 +607,7 @@ class GatedPolicy(DraftPolicy):
         if missed:
             self.model_acceptance.observe(1, 0)
             return
-        self.costs.observe(drafted, cycle_seconds)
+        self.costs.observe(drafted, cycle_seconds, drafted * self.model_token_seconds)
         if drafted:
             (self.model_acceptance if source == "model" else self.acceptance).observe(drafted, accepted)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ds4spec.core.drafting import DraftContext
+from ds4spec.policy.stalls import stalled
 
 DECAY = 0.9  # weight of a read after each newer one: a few dozen reads make the fit
 # Tokens an answer is expected to hold until its length is known (a completion, a chat's first answer) and as many
@@ -32,13 +33,22 @@ GAIN_PRIOR_TOKENS = 16.0
 
 
 class ReadingCosts:
-    """Seconds to read ``n`` unseen bytes, fitted online; 0 until a read was measured."""
+    """Seconds to read ``n`` unseen bytes, fitted online; 0 until a read was measured.
+
+    A read far above what the fit expected is taken for a stall (``stalls``) and learned as nothing, unless the read
+    before it was taken for one too: a stall comes alone, a dearer drafter (a longer text, another model) stays dear,
+    and is learned from its second read."""
 
     def __init__(self) -> None:
         self._w = self._x = self._y = self._xx = self._xy = 0.0
         self._fit: tuple[float, float] | None = None  # a policy prices several lengths a cycle with one fit
+        self._set_aside = False  # whether the last read was taken for a stall, and learned as nothing
 
     def observe(self, nbytes: int, seconds: float) -> None:
+        if self._w:
+            self._set_aside = stalled(seconds, self.cost(nbytes)) and not self._set_aside
+            if self._set_aside:
+                return
         self._fit = None
         self._w = DECAY * self._w + 1
         self._x = DECAY * self._x + nbytes

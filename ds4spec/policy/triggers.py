@@ -108,8 +108,9 @@ class SourceCosts:
         for table in self.tables.values():
             table.observe(0, seconds)
 
-    def observe(self, source: str, k: int, seconds: float) -> None:
-        self.tables[source].observe(k, seconds)
+    def observe(self, source: str, k: int, seconds: float, drafting: float = 0.0) -> None:
+        """A cycle of ``source`` drafting ``k`` tokens took ``seconds`` (``CycleCosts.observe``)."""
+        self.tables[source].observe(k, seconds, drafting)
         for name, table in self.tables.items():
             table.generation_started()
             if k and name != source:
@@ -640,7 +641,10 @@ class TriggerPolicy(DraftPolicy):
         won = 0.0  # plain steps the model's draft won this cycle, where it drafted
         if drafted and source in SOURCES:
             # The pass was over the drafted tokens, maybe fewer; a model's read is charged by what it read.
-            costs.observe(source, drafted, cycle_seconds - read if source == "model" else cycle_seconds)
+            if source == "model":
+                costs.observe(source, drafted, cycle_seconds - read, drafted * self.learning.model_token_seconds)
+            else:
+                costs.observe(source, drafted, cycle_seconds)
             self._learn(source, drafted, accepted)
             if source == "model":
                 won = self._model_read(accepted + 1, cycle_seconds, read)
