@@ -1,4 +1,5 @@
-"""Where lookup alone is asked and nothing it could draft pays, the triggers skip the syntax event and decide as before.
+"""Where lookup alone is asked and nothing it could draft pays, the triggers skip the syntax event and decide as before;
+where no gain could win back the model's read of its prompt, they skip pricing each length with it.
 
 Lexing the current line for its event was most of the triggers' own cost a cycle: on an H200 their loop took 0.33 to
 0.38 ms a cycle on HumanEval against lookup alone's 0.20 to 0.22, neither drafting. The oracle is the policy that
@@ -8,6 +9,7 @@ always looks the event up: fed the same text and the same verdicts, both must de
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
@@ -18,7 +20,7 @@ from ds4spec.policy.probing import PROBE_SHARE
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.syntax import SyntaxTracker
-from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
+from ds4spec.policy.triggers import EventModel, TriggerLearning, TriggerPolicy
 
 # A pass over n tokens in plain steps: an H200 (run 40), a 2-core AVX-512 CPU with Q4_K_M, F16 there, and no profile
 # measured (lengths not yet measured are estimated from a prior cost per token).
@@ -183,6 +185,44 @@ def test_a_first_try_that_a_length_not_yet_measured_would_pay_still_looks_the_ev
         policy.tracker.begin(b'def total(xs):\n    name = "tot')
         decisions.append((k, policy.draft_length(), policy.event))
     assert decisions[0] == decisions[1] == (4, 1, "python.string")
+
+
+class PricesEveryRead(TriggerPolicy):
+    """The oracle for the model's read: every length priced with it, each cycle the prompt is unread."""
+
+    def _model_gain_bound(self, model: EventModel, plain: float) -> float:
+        return math.inf
+
+
+@pytest.mark.parametrize("read_steps", [0.5, 8.0, 40.0])
+@pytest.mark.parametrize("profile", [COMPUTE_BOUND, MEMORY_BOUND], ids=["compute-bound", "memory-bound"])
+def test_a_read_no_gain_could_win_back_is_not_priced_at_each_length_and_no_decision_changes(
+        book: RuleBook, profile: VerifyProfile, read_steps: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether the model's read of the prompt pays was priced at every length with the read charged, each cycle the
+    prompt was unread: two fifths of the triggers' time a cycle where the cost check lets SmolLM2 draft and the
+    answer never pays its read (HumanEval, the default pair). A bound on what any length could win decides first;
+    fed the same text and verdicts, the policy decides as the one that prices every length, and prices fewer where
+    the read is dear."""
+    priced = 0
+    best_when_drafted = TriggerPolicy._best_when_drafted
+
+    def counted(policy: TriggerPolicy, model: EventModel | None, source: str) -> tuple[int, float]:
+        nonlocal priced
+        priced += source == "model"
+        return best_when_drafted(policy, model, source)
+
+    monkeypatch.setattr(TriggerPolicy, "_best_when_drafted", counted)
+    decisions, counts = [], []
+    for make in (PricesEveryRead, TriggerPolicy):
+        priced = 0
+        learning = TriggerLearning(profile)
+        learning.model_token_seconds = 0.2
+        learning.reading.costs.observe(len(PROMPT), read_steps)  # a plain step takes 1.0 here
+        decisions.append(_replay(make(book, "python", 64, ("lookup", "model"), learning), profile, 0))
+        counts.append(priced)
+    assert decisions[0] == decisions[1]
+    if read_steps >= 40.0:
+        assert counts[1] < 0.5 * counts[0], counts
 
 
 def test_lookups_best_rate_is_recomputed_once_its_costs_move(book: RuleBook) -> None:
