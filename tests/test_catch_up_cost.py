@@ -204,10 +204,10 @@ def test_a_drafter_whose_catch_up_is_cheap_keeps_being_asked(target: LlamaTarget
                          ids=["a-catch-up-stalled", "each-length-s-first-cycle-stalled"])
 def test_a_cheap_drafter_stalled_now_and_then_keeps_being_asked(target: LlamaTarget, profile: VerifyProfile,
                                                                 where: str) -> None:
-    """Stalls of 80 plain steps: one in the drafter's second catch-up (its third read, the prompt's first), or one in
-    the first cycle of each length after the first try of one token. Taken whole, either priced drafting at dozens of
-    steps, and the gate never asked again in the answer (a suite run's failure: asked 5 times in 96 tokens). Counted
-    as stalls, they cost the answer a cycle or two."""
+    """Stalls of 80 plain steps: one in the drafter's second catch-up (its third read, the prompt's being the first),
+    or one in the first cycle of each length the gate asks for, its first try of one token included. Taken whole,
+    either priced drafting at dozens of steps, and the gate never asked again in the answer (a suite run's failure:
+    asked 5 times in 96 tokens). Counted as stalls, they cost the answer a cycle or two."""
     drafter, _ = run(target, profile, prompt_steps=0.2, stalled=where)
     assert drafter.proposals >= 12, drafter.proposals
 
