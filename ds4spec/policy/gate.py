@@ -30,7 +30,7 @@ from ds4spec.policy.confidence import ConfidenceCalibration, takes_next
 from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import PRIOR_COST_PER_DRAFTED_TOKEN, VerifyProfile
 from ds4spec.policy.reading import ModelReading, UnreadText
-from ds4spec.policy.stalls import OUTLIER, bounded, stalled
+from ds4spec.policy.stalls import bounded, stalled
 
 EMA = 0.25  # weight of a new measurement
 PLAIN_REFRESH = 64  # cycles between plain steps at most, so that a plain step's cost never goes stale
@@ -177,7 +177,7 @@ class CycleCosts:
 
     def _after_step(self, seconds: float) -> None:
         plain = self._seconds[0]
-        self._after_sum += min(seconds - plain, OUTLIER * plain)  # a stall counts as this much, as in _ema
+        self._after_sum += bounded(seconds - plain, plain)  # a stall counts as much as in _ema
         self._after_left -= 1
         if not self._after_left:
             self._end_aftermath()

@@ -450,14 +450,17 @@ class TriggerPolicy(DraftPolicy):
         bench run on the default pair, runs at about half speed beside llama.cpp's spinning worker thread)."""
         table = self.learning.costs.tables["model"]
         rate = table.best(model.acceptance.alpha, tuple(table.ranked_lengths(self.draft_max)))[1]
-        return self.learning.reading.gains.per_token(self._family(), 1 - 1 / (rate * plain))
+        return self._gain_at(rate, plain)
 
     def _model_gain(self, model: EventModel, k: int, plain: float) -> float:
         """Plain steps the model's drafts are expected to win a token of the answer, once it read the prompt: as
         answers measured it where this family's text is (``ReadGains``), estimated until then as if it drafted
         every token left at ``k`` tokens a cycle, at the event's acceptance."""
-        estimate = 1 - 1 / (self._model_rate(model.acceptance.alpha, k) * plain)
-        return self.learning.reading.gains.per_token(self._family(), estimate)
+        return self._gain_at(self._model_rate(model.acceptance.alpha, k), plain)
+
+    def _gain_at(self, rate: float, plain: float) -> float:
+        """``_model_gain`` where the model's drafts write ``rate`` tokens a second."""
+        return self.learning.reading.gains.per_token(self._family(), 1 - 1 / (rate * plain))
 
     def _model_against_the_rule(self, plain: float) -> int:
         """The length of a model's first try where the rule says not to draft: the one of the short lengths that pays
