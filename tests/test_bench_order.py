@@ -29,3 +29,39 @@ def test_every_other_prompt_runs_its_modes_in_reverse_order(tiny_models: dict[st
     # Plain's answer is known only after the last run of a reversed prompt, and every run is still compared with it.
     assert all(r["identical_to_plain"] for r in runs), [(r["task_id"], r["mode"]) for r in runs]
     assert all(r["committed_tokens"] > 0 for r in runs)
+
+
+def test_each_prompt_runs_as_often_as_asked_with_the_order_reversed_from_run_to_run(
+        tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """`--repeat 2`: every run of a prompt is one more sample of every mode; the rows are over all of them."""
+    target = str(tiny_models["bpe"])
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "ds4spec", "bench", "--target", target, "--mode", "lookup",
+                           "--workload", "humaneval", "--limit", "2", "--max-tokens", "12", "--repeat", "2",
+                           "--out", str(out)],
+                          capture_output=True, timeout=300, env=dict(os.environ), text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    runs = report["runs"]
+    labels = list(dict.fromkeys(r["task_id"] for r in runs))
+    assert labels == ["HumanEval/0", "HumanEval/0 #2", "HumanEval/1", "HumanEval/1 #2"]
+    order = [[r["mode"] for r in runs if r["task_id"] == label] for label in labels]
+    assert order == [["plain", "lookup"], ["lookup", "plain"]] * 2
+    # A prompt's runs give the same greedy answer, and each is compared with the plain run beside it.
+    for label in labels[1::2]:
+        first, again = ([r for r in runs if r["task_id"] == name and r["mode"] == "plain"]
+                        for name in (label.split(" #")[0], label))
+        assert first[0]["committed_tokens"] == again[0]["committed_tokens"]
+    assert all(r["identical_to_plain"] for r in runs)
+    rows = {r["mode"]: r for r in report["rows"]}
+    assert rows["lookup"]["runs"] == 4 and rows["lookup"]["identical"] == 4
+    assert rows["plain"]["tokens"] == sum(r["committed_tokens"] for r in runs if r["mode"] == "plain")
+    assert report["settings"]["repeat"] == 2
+    assert "each run 2 times" in proc.stdout
+
+
+def test_a_repeat_below_one_is_refused_before_any_model_loads(tiny_models: dict[str, Path]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ds4spec", "bench", "--target", str(tiny_models["bpe"]),
+                           "--repeat", "0"], capture_output=True, timeout=120, env=dict(os.environ), text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["ds4spec: error: --repeat must be at least 1, got 0"]

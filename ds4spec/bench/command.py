@@ -68,6 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--skip", type=int, default=0, metavar="N", help="leave out each workload's first N prompts, e.g. "
                    "to check on prompts that tuning never saw (default 0)")
     g.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
+    g.add_argument("--repeat", type=int, default=1, metavar="N", help="run each prompt N times, plain, every mode "
+                   "and every peer each time, the order reversed from run to run; the figures are over all runs "
+                   "(default 1). On a machine whose speed drifts from minute to minute, a speedup measured over "
+                   "more runs spreads less")
     g.add_argument("--fresh", action="store_true", help="start every answer's policy from nothing learned, as each "
                    "`ds4spec complete` does (one prompt a process); by default the policies learn across the "
                    "bench's prompts, as an engine does across a session")
@@ -178,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
     check_settings(settings)
     if args.ballast is not None and args.ballast < 0:
         raise UsageError(f"--ballast must be at least 0 MiB, got {args.ballast}")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     workloads = args.workload or ([] if args.prompts else list(WORKLOADS))
     modes = args.mode or ([args.draft] if args.draft else list(DEFAULT_MODES))
     if args.sweep:
@@ -196,14 +202,14 @@ def run(args: argparse.Namespace) -> int:
         "prompts_per_workload": {t[0].workload: len(t) for t in tasks},
         "prompts": [str(path) for path in args.prompts or ()],
         "max_tokens": args.max_tokens, "draft_max": settings.draft_max, "fixed": settings.draft_fixed,
-        "fresh": args.fresh, "peers": list(peer_keys), "ballast_mib": ballast,
+        "fresh": args.fresh, "peers": list(peer_keys), "ballast_mib": ballast, "repeat": args.repeat,
     })
     peers = PeerPlan(settings, peer_keys, args.peer_draft) if peer_keys else None
-    sitting = _Sitting(settings, report, fresh=args.fresh, ballast=ballast)
+    sitting = _Sitting(settings, report, fresh=args.fresh, ballast=ballast, repeat=args.repeat)
     target_path = sitting.run(modes, tasks, None if args.peers_apart else peers)
     _print(report)
     if peers:
-        records = sitting.peers.records if sitting.peers else peers.apart(target_path, sitting.tasks)
+        records = sitting.peers.records if sitting.peers else peers.apart(target_path, sitting.timed)
         report.settings["peers_interleaved"] = sitting.peers is not None
         report.systems = system_rows([*sitting.systems.values(), *records], workloads)
         print()
@@ -229,14 +235,17 @@ class _Sitting:
     mode, and then by each peer when they run interleaved. It fills the report, and keeps what the peers run after
     it need (the prompts, ds4spec's results)."""
 
-    def __init__(self, settings: Settings, report: Report, *, fresh: bool = False, ballast: int = 0) -> None:
+    def __init__(self, settings: Settings, report: Report, *, fresh: bool = False, ballast: int = 0,
+                 repeat: int = 1) -> None:
         self.settings = settings
         self.report = report
         self.fresh = fresh  # every answer's policy from nothing learned (``--fresh``)
         self.ballast = ballast  # MiB held while the systems load (``--ballast``)
+        self.repeat = repeat  # runs of each prompt (``--repeat``)
         self.plans: dict[str, ModePlan] = {}
         self.systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
         self.tasks: list[BenchTask] = []  # every prompt, as the peers get it
+        self.timed: list[BenchTask] = []  # every run of a prompt, named as the report names it (``run_label``)
         self.peers: PeerSitting | None = None  # the peers run between ds4spec's runs, when interleaved
 
     def run(self, modes: list[str], workloads: list[list[Task]], peers: PeerPlan | None) -> Path:
@@ -278,10 +287,13 @@ class _Sitting:
         for mode in tallies:
             self.systems.setdefault(mode, SystemRuns(f"ds4spec {mode}", "ds4spec", DS4SPEC_PLAIN))
         for i, (task, prompt) in enumerate(tasks):
-            self._task(target, task, prompt, tallies, reverse=i % 2 == 1)
-            print(f"ds4spec: bench {workload} {task.task_id} done", file=sys.stderr, flush=True)
-            if self.peers:
-                self.peers.run(prompt)
+            for run in range(self.repeat):
+                label = run_label(task.task_id, run)
+                self._task(target, task, prompt, tallies, reverse=(i * self.repeat + run) % 2 == 1, label=label)
+                print(f"ds4spec: bench {workload} {label} done", file=sys.stderr, flush=True)
+                self.timed.append(replace(prompt, task_id=label))
+                if self.peers:
+                    self.peers.run(self.timed[-1])
         plain_rate = tallies["plain"].row(0.0)["tokens_per_second"]
         for mode, tally in tallies.items():
             self.report.rows.append({"workload": workload, "mode": mode, **tally.row(float(plain_rate))})
@@ -290,9 +302,9 @@ class _Sitting:
                                            "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
 
     def _task(self, target: LlamaTarget, task: Task, prompt: BenchTask, tallies: dict[str, Tally],
-              reverse: bool) -> None:
+              reverse: bool, label: str) -> None:
         request = GenerationRequest(list(prompt.prompt), self.settings.max_tokens, SamplingSettings(), task.stop)
-        key = (task.workload, task.task_id)
+        key = (task.workload, label)
         # Of two runs of one prompt, the second was measured 2.7% faster (on the AVX2 machine): every other
         # prompt runs its modes in reverse order, so that no mode always runs first.
         order = ["plain", *self.plans]
@@ -315,14 +327,14 @@ class _Sitting:
         plain = _last(results["plain"])
         tallies["plain"].add(plain, True)
         self.systems["plain"].results[key] = result_of(plain, speculative=False)
-        records = {"plain": _run_record(task, "plain", plain, True)}
+        records = {"plain": _run_record(task.workload, label, "plain", plain, True)}
         for mode in self.plans:
             spec = _last(results[mode])
             identical = spec.tokens == plain.tokens
             tallies[mode].add(spec, identical)
             tallies[mode].add_cycles([e for e in results[mode] if isinstance(e, CycleReport)])
             self.systems[mode].results[key] = result_of(spec, speculative=True)
-            record = records[mode] = _run_record(task, mode, spec, identical)
+            record = records[mode] = _run_record(task.workload, label, mode, spec, identical)
             if divergence := first_divergence(target, prompt.prompt, plain.tokens, spec.tokens):
                 tallies[mode].near_ties += divergence.near_tie
                 record["divergence"] = divergence.as_dict()
@@ -397,8 +409,13 @@ def _last(events: object) -> Finished:
     return finished
 
 
-def _run_record(task: Task, mode: str, finished: Finished, identical: bool) -> dict[str, object]:
-    return {"workload": task.workload, "task_id": task.task_id, "mode": mode, "finish": finished.reason.value,
+def run_label(task_id: str, run: int) -> str:
+    """How the report names a prompt's run (``--repeat``): its first as the prompt, each later one numbered."""
+    return task_id if run == 0 else f"{task_id} #{run + 1}"
+
+
+def _run_record(workload: str, label: str, mode: str, finished: Finished, identical: bool) -> dict[str, object]:
+    return {"workload": workload, "task_id": label, "mode": mode, "finish": finished.reason.value,
             "identical_to_plain": identical, **finished.stats.as_dict()}
 
 
@@ -423,6 +440,7 @@ def _print(report: Report) -> None:
     drafters = report.settings.get("drafters", {})
     print(f"target {report.settings.get('target')}; drafters {drafters}; greedy, {report.settings['max_tokens']} "
           f"tokens, {_prompt_counts(report.settings['prompts_per_workload'])}"
+          + (f", each run {repeat} times" if (repeat := report.settings.get("repeat", 1)) != 1 else "")
           + (f" after the first {skip}" if (skip := report.settings.get("skip")) else "")
           + ("; every answer's policy fresh, as one `ds4spec complete` a prompt"
              if report.settings.get("fresh") else "")
