@@ -21,6 +21,7 @@ from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
 from ds4spec.policy.costs import (
+    PAY_MARGIN,
     READ_SAMPLE,
     cached_source_costs,
     costs_file,
@@ -299,3 +300,18 @@ def test_an_engine_loaded_twice_times_the_drafter_its_settings_name_once(
         Engine.assemble(settings, engine.target, drafter)
     assert timed == ["model", "model"]
 
+
+
+def test_a_source_whose_best_case_beats_plain_by_less_than_the_margin_is_not_asked() -> None:
+    """The bound leaves out the model's reads, the loop's work and acceptance below 90%: a source is asked only where
+    even so its best case is a tenth faster than plain decoding (``PAY_MARGIN``)."""
+    # The Zen 5 guest's Q4_K_M curve: SmolLM2 there (0.23 plain steps a token) is 3% faster in its best case.
+    zen5 = VerifyProfile({1: 0.026, 2: 0.0436, 3: 0.0566, 4: 0.0695, 8: 0.120}, "measured")
+    assert could_pay_on(zen5, 0.23, 64) and not could_pay_on(zen5, 0.23, 64, margin=PAY_MARGIN)
+    assert could_pay_on(zen5, 0.15, 64, margin=PAY_MARGIN)  # 10.1% faster
+    assert could_pay_on(GPU, 0.3, 64, margin=PAY_MARGIN)  # where a pass costs about a step, by far
+    slow, fast = (GuardedDrafter(TimedModel(steps * zen5.spans[1])) for steps in (0.2, 0.1))
+    assert [c.affordable for c in source_costs(slow, zen5, 64)] == [False]  # 5% faster at best: not asked
+    assert [c.affordable for c in source_costs(fast, zen5, 64)] == [True]  # 16%
+    slow.close()
+    fast.close()
