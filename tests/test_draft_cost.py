@@ -301,7 +301,6 @@ def test_an_engine_loaded_twice_times_the_drafter_its_settings_name_once(
     assert timed == ["model", "model"]
 
 
-
 def test_a_source_whose_best_case_beats_plain_by_less_than_the_margin_is_not_asked() -> None:
     """The bound leaves out the model's reads, the loop's work and acceptance below 90%: a source is asked only where
     even so its best case is a tenth faster than plain decoding (``PAY_MARGIN``)."""
@@ -310,8 +309,8 @@ def test_a_source_whose_best_case_beats_plain_by_less_than_the_margin_is_not_ask
     assert could_pay_on(zen5, 0.23, 64) and not could_pay_on(zen5, 0.23, 64, margin=PAY_MARGIN)
     assert could_pay_on(zen5, 0.15, 64, margin=PAY_MARGIN)  # 10.1% faster
     assert could_pay_on(GPU, 0.3, 64, margin=PAY_MARGIN)  # where a pass costs about a step, by far
-    slow, fast = (GuardedDrafter(TimedModel(steps * zen5.spans[1])) for steps in (0.2, 0.1))
+    slow, fast = (GuardedDrafter(TimedModel(steps * zen5.spans[1])) for steps in (0.2, 0.08))
     assert [c.affordable for c in source_costs(slow, zen5, 64)] == [False]  # 5% faster at best: not asked
-    assert [c.affordable for c in source_costs(fast, zen5, 64)] == [True]  # 16%
+    assert [c.affordable for c in source_costs(fast, zen5, 64)] == [True]  # 18%
     slow.close()
     fast.close()
