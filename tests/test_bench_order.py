@@ -57,6 +57,8 @@ def test_each_prompt_runs_as_often_as_asked_with_the_order_reversed_from_run_to_
     assert rows["lookup"]["runs"] == 4 and rows["lookup"]["identical"] == 4
     assert rows["plain"]["tokens"] == sum(r["committed_tokens"] for r in runs if r["mode"] == "plain")
     assert report["settings"]["repeat"] == 2
+    low, high = rows["lookup"]["speedup_interval"]  # four answers: a bootstrap over them
+    assert low <= rows["lookup"]["speedup"] <= high and rows["plain"].get("speedup_interval") is None
     assert "each run 2 times" in proc.stdout
 
 

@@ -30,6 +30,7 @@ from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mod
 from ds4spec.bench.peer_plan import PeerPlan
 from ds4spec.bench.peer_runs import PeerSitting, SystemRuns
 from ds4spec.bench.peers import PEER_KEYS, BenchTask, parse_peers
+from ds4spec.bench.spread import Answer, speedup_interval
 from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, result_of, system_rows
 from ds4spec.bench.workloads import WORKLOADS, Task, first_repeat, load_prompt_file, load_tasks
 from ds4spec.core.events import CycleReport, Event, Finished
@@ -115,6 +116,7 @@ class Tally:
     near_ties: int = 0  # answers that differ from plain where the target's two best tokens were a near-tie
     runs: int = 0
     loop_medians: list[float] = field(default_factory=list)  # each run's median cycle
+    answers: list[tuple[int, float]] = field(default_factory=list)  # each run's tokens and seconds, in run order
     accepted_lengths: Counter[int] = field(default_factory=Counter)  # verify passes with a draft, by accepted
 
     def add_cycles(self, cycles: list[CycleReport]) -> None:
@@ -136,6 +138,7 @@ class Tally:
         self.total.add(finished.stats)
         self.identical += identical
         self.runs += 1
+        self.answers.append((finished.stats.committed_tokens, finished.stats.generation_seconds))
         if finished.stats.loop_median_seconds:
             self.loop_medians.append(finished.stats.loop_median_seconds)
 
@@ -294,9 +297,14 @@ class _Sitting:
                 self.timed.append(replace(prompt, task_id=label))
                 if self.peers:
                     self.peers.run(self.timed[-1])
-        plain_rate = tallies["plain"].row(0.0)["tokens_per_second"]
+        plain = tallies["plain"]
+        plain_rate = plain.row(0.0)["tokens_per_second"]
         for mode, tally in tallies.items():
-            self.report.rows.append({"workload": workload, "mode": mode, **tally.row(float(plain_rate))})
+            row: dict[str, object] = {"workload": workload, "mode": mode, **tally.row(float(plain_rate))}
+            if mode != "plain":
+                interval = speedup_interval([Answer(*p, *m) for p, m in zip(plain.answers, tally.answers, strict=True)])
+                row["speedup_interval"] = [round(x, 3) for x in interval] if interval else None
+            self.report.rows.append(row)
             if mode != "plain":
                 self.report.cycles.append({"workload": workload, "mode": mode, "events": tally.drafts_by_event(),
                                            "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
@@ -421,7 +429,7 @@ def _run_record(workload: str, label: str, mode: str, finished: Finished, identi
 
 def _print(report: Report) -> None:
     head = f"{'workload':<10} {'mode':<8} {'tok/s':>7} {'speedup':>7} {'accept':>6} {'acc/pass':>8} " \
-           f"{'draft%':>6} {'verify%':>7} {'identical':>9} {'near-ties':>9}"
+           f"{'draft%':>6} {'verify%':>7} {'identical':>9} {'near-ties':>9} {'95% range':>11}"
     print(head)
     print("-" * len(head))
     for r in report.rows:
@@ -432,7 +440,10 @@ def _print(report: Report) -> None:
               f"{'' if plain else format(r['draft_share'], '.0%'):>6} "
               f"{'' if plain else format(r['verify_share'], '.0%'):>7} "
               f"{'' if plain else str(r['identical']) + '/' + str(r['runs']):>9} "
-              f"{'' if plain or not r['near_ties'] else r['near_ties']:>9}")
+              f"{'' if plain or not r['near_ties'] else r['near_ties']:>9} {_range(r.get('speedup_interval')):>11}")
+    if any(r.get("speedup_interval") for r in report.rows):
+        print("95% range: the speedup of 95% of drawings of as many answers with replacement (a bootstrap over the "
+              "answers; docs/benchmarks.md)")
     _print_mismatches(report)
     _print_events(report)
     _print_loop(report)
@@ -445,6 +456,12 @@ def _print(report: Report) -> None:
           + ("; every answer's policy fresh, as one `ds4spec complete` a prompt"
              if report.settings.get("fresh") else "")
           + ("; weights read into memory" if report.settings.get("weights_read") else ""))
+
+
+def _range(interval: object) -> str:
+    if not isinstance(interval, list) or len(interval) != 2:
+        return ""
+    return f"{interval[0]:.2f}-{interval[1]:.2f}"
 
 
 def _print_mismatches(report: Report) -> None:
