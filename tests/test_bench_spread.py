@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ds4spec.bench.peer_runs import SystemRuns
+from ds4spec.bench.peers import LLAMA_PLAIN, PeerResult
 from ds4spec.bench.spread import Answer, speedup, speedup_interval
+from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, system_rows
 
 
 def answer(plain_seconds: float, seconds: float, tokens: int = 100) -> Answer:
@@ -42,3 +45,20 @@ def test_answers_of_different_lengths_weigh_by_their_time_as_the_row_does() -> N
     low, high = speedup_interval([long, short]) or (0.0, 0.0)
     assert low == pytest.approx(0.5) and high == pytest.approx(1.0)
     assert low < (speedup([long, short]) or 0.0) < high
+
+
+def test_the_systems_table_gives_each_speedup_over_llama_cpp_plain_its_range_over_the_prompts_both_ran(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A system "ahead" of llama.cpp plain by less than its answers' spread is shown as such: its range spans 1.0."""
+    llama = SystemRuns(LLAMA_PLAIN, "llama.cpp", LLAMA_PLAIN)
+    mine = SystemRuns("ds4spec triggers", "ds4spec", DS4SPEC_PLAIN)
+    for i, (theirs, ours) in enumerate([(1.0, 0.95), (1.0, 1.05), (2.0, 2.02), (1.0, 0.99)]):
+        key = ("humaneval", f"HumanEval/{i}")
+        llama.results[key] = PeerResult((1,) * 32, theirs, 32, "stop")
+        mine.results[key] = PeerResult((1,) * 32, ours, 32, "stop")
+    rows = {r["system"]: r for r in system_rows([llama, mine], ["humaneval"])}
+    low, high = rows["ds4spec triggers"]["speedup_vs_llama_plain_interval"]
+    assert low < 1.0 < high and low <= rows["ds4spec triggers"]["speedup_vs_llama_plain"] <= high
+    assert rows[LLAMA_PLAIN]["speedup_vs_llama_plain_interval"] is None
+    print_systems(list(rows.values()))
+    assert f"{low:.2f}-{high:.2f}" in capsys.readouterr().out

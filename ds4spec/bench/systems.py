@@ -1,9 +1,9 @@
 """The cross-system table of ``ds4spec bench --peers``: one row per system and workload.
 
-Each row: tokens/s, speedup over the system's own plain run, over llama.cpp plain and over ds4spec plain,
-drafted and accepted tokens and the acceptance where the system counts them, and on how many prompts its
-greedy tokens equal llama.cpp plain's, ds4spec plain's and its own plain run's. A system that could not run
-still has its rows, with the status and the reason.
+Each row: tokens/s, speedup over the system's own plain run, over llama.cpp plain (with its 95% range over the
+prompts both ran: ``ds4spec.bench.spread``) and over ds4spec plain, drafted and accepted tokens and the acceptance
+where the system counts them, and on how many prompts its greedy tokens equal llama.cpp plain's, ds4spec plain's and
+its own plain run's. A system that could not run still has its rows, with the status and the reason.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ds4spec.bench.peer_runs import SystemRuns
 from ds4spec.bench.peers import LLAMA_PLAIN, PeerResult
+from ds4spec.bench.spread import Answer, speedup_interval
 from ds4spec.core.events import Finished
 
 DS4SPEC_PLAIN = "ds4spec plain"
@@ -36,6 +37,16 @@ def _matches(mine: dict[tuple[str, str], PeerResult], theirs: SystemRuns | None)
         return None
     common = [k for k in mine if k in theirs.results]
     return sum(mine[k].tokens == theirs.results[k].tokens for k in common), len(common)
+
+
+def _interval(mine: dict[tuple[str, str], PeerResult], theirs: SystemRuns | None) -> list[float] | None:
+    """The 95% range of ``mine``'s speedup over ``theirs`` on the prompts both ran (``speedup_interval``)."""
+    if theirs is None:
+        return None
+    answers = [Answer(theirs.results[k].timed_tokens, theirs.results[k].seconds, r.timed_tokens, r.seconds)
+               for k, r in mine.items() if k in theirs.results]
+    interval = speedup_interval(answers)
+    return [round(x, 3) for x in interval] if interval else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -64,6 +75,8 @@ def system_rows(systems: Sequence[SystemRuns], workloads: Sequence[str]) -> list
                 "tokens_per_second": round(rate, 2) if rate is not None else None,
                 "speedup_own": _ratio(rate, rates.get(s.baseline)),
                 "speedup_vs_llama_plain": _ratio(rate, rates.get(LLAMA_PLAIN)),
+                "speedup_vs_llama_plain_interval": _interval(mine, by_name.get(LLAMA_PLAIN))
+                if s.name != LLAMA_PLAIN else None,
                 "speedup_vs_ds4spec_plain": _ratio(rate, rates.get(DS4SPEC_PLAIN)),
                 "drafted": sum(drafted) if drafted else None,
                 "accepted": accepted if drafted else None,
@@ -83,20 +96,25 @@ def _cell(value: object, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _span(interval: object) -> str:
+    return f"{interval[0]:.2f}-{interval[1]:.2f}" if isinstance(interval, list) and len(interval) == 2 else "-"
+
+
 def _fraction(row: Row, key: str) -> str:
     n = row[f"compared_{key}"]
     return "-" if n is None else f"{row[f'matches_{key}']}/{n}"
 
 
 def print_systems(rows: Sequence[Row]) -> None:
-    head = (f"{'workload':<10} {'system':<26} {'tok/s':>7} {'vs own':>7} {'vs llama':>8} {'vs ds4':>7} "
-            f"{'drafted':>8} {'accept':>6} {'=llama':>6} {'=ds4':>6} {'=own':>6}  status")
+    head = (f"{'workload':<10} {'system':<26} {'tok/s':>7} {'vs own':>7} {'vs llama':>8} {'95% range':>10} "
+            f"{'vs ds4':>7} {'drafted':>8} {'accept':>6} {'=llama':>6} {'=ds4':>6} {'=own':>6}  status")
     print(head)
     print("-" * len(head))
     for r in rows:
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason']}"
         print(f"{r['workload']:<10} {r['system']:<26} {_cell(r['tokens_per_second'], '.2f'):>7} "
               f"{_cell(r['speedup_own'], '.2f'):>7} {_cell(r['speedup_vs_llama_plain'], '.2f'):>8} "
+              f"{_span(r.get('speedup_vs_llama_plain_interval')):>10} "
               f"{_cell(r['speedup_vs_ds4spec_plain'], '.2f'):>7} {_cell(r['drafted'], 'd'):>8} "
               f"{_cell(r['acceptance'], '.0%'):>6} {_fraction(r, 'llama_plain'):>6} {_fraction(r, 'ds4spec_plain'):>6} "
               f"{_fraction(r, 'own_plain'):>6}  {status}")
