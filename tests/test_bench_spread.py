@@ -6,7 +6,7 @@ import pytest
 
 from ds4spec.bench.peer_runs import SystemRuns
 from ds4spec.bench.peers import LLAMA_PLAIN, PeerResult
-from ds4spec.bench.spread import Answer, speedup, speedup_interval
+from ds4spec.bench.spread import Answer, format_interval, speedup, speedup_interval
 from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, system_rows
 
 
@@ -62,3 +62,8 @@ def test_the_systems_table_gives_each_speedup_over_llama_cpp_plain_its_range_ove
     assert rows[LLAMA_PLAIN]["speedup_vs_llama_plain_interval"] is None
     print_systems(list(rows.values()))
     assert f"{low:.2f}-{high:.2f}" in capsys.readouterr().out
+
+
+def test_a_range_prints_as_low_dash_high_and_a_missing_one_as_asked() -> None:
+    assert format_interval([0.9412, 1.0251]) == "0.94-1.03"
+    assert format_interval(None) == "" and format_interval(None, "-") == "-"

@@ -30,7 +30,7 @@ from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mod
 from ds4spec.bench.peer_plan import PeerPlan
 from ds4spec.bench.peer_runs import PeerSitting, SystemRuns
 from ds4spec.bench.peers import PEER_KEYS, BenchTask, parse_peers
-from ds4spec.bench.spread import Answer, speedup_interval
+from ds4spec.bench.spread import Answer, format_interval, speedup_interval
 from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, result_of, system_rows
 from ds4spec.bench.workloads import WORKLOADS, Task, first_repeat, load_prompt_file, load_tasks
 from ds4spec.core.events import CycleReport, Event, Finished
@@ -297,12 +297,13 @@ class _Sitting:
                 self.timed.append(replace(prompt, task_id=label))
                 if self.peers:
                     self.peers.run(self.timed[-1])
-        plain = tallies["plain"]
-        plain_rate = plain.row(0.0)["tokens_per_second"]
+        plain_runs = tallies["plain"]
+        plain_rate = plain_runs.row(0.0)["tokens_per_second"]
         for mode, tally in tallies.items():
             row: dict[str, object] = {"workload": workload, "mode": mode, **tally.row(float(plain_rate))}
             if mode != "plain":
-                interval = speedup_interval([Answer(*p, *m) for p, m in zip(plain.answers, tally.answers, strict=True)])
+                pairs = zip(plain_runs.answers, tally.answers, strict=True)
+                interval = speedup_interval([Answer(*p, *m) for p, m in pairs])
                 row["speedup_interval"] = [round(x, 3) for x in interval] if interval else None
             self.report.rows.append(row)
             if mode != "plain":
@@ -314,7 +315,7 @@ class _Sitting:
         request = GenerationRequest(list(prompt.prompt), self.settings.max_tokens, SamplingSettings(), task.stop)
         key = (task.workload, label)
         # Of two runs of one prompt, the second was measured 2.7% faster (on the AVX2 machine): every other
-        # prompt runs its modes in reverse order, so that no mode always runs first.
+        # prompt (and run of a prompt) runs its modes in reverse order, so that no mode always runs first.
         order = ["plain", *self.plans]
         if reverse:
             order.reverse()
@@ -440,7 +441,8 @@ def _print(report: Report) -> None:
               f"{'' if plain else format(r['draft_share'], '.0%'):>6} "
               f"{'' if plain else format(r['verify_share'], '.0%'):>7} "
               f"{'' if plain else str(r['identical']) + '/' + str(r['runs']):>9} "
-              f"{'' if plain or not r['near_ties'] else r['near_ties']:>9} {_range(r.get('speedup_interval')):>11}")
+              f"{'' if plain or not r['near_ties'] else r['near_ties']:>9} "
+              f"{format_interval(r.get('speedup_interval')):>11}")
     if any(r.get("speedup_interval") for r in report.rows):
         print("95% range: the speedup of 95% of drawings of as many answers with replacement (a bootstrap over the "
               "answers; docs/benchmarks.md)")
@@ -456,12 +458,6 @@ def _print(report: Report) -> None:
           + ("; every answer's policy fresh, as one `ds4spec complete` a prompt"
              if report.settings.get("fresh") else "")
           + ("; weights read into memory" if report.settings.get("weights_read") else ""))
-
-
-def _range(interval: object) -> str:
-    if not isinstance(interval, list) or len(interval) != 2:
-        return ""
-    return f"{interval[0]:.2f}-{interval[1]:.2f}"
 
 
 def _print_mismatches(report: Report) -> None:

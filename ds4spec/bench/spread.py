@@ -51,3 +51,10 @@ def speedup_interval(answers: Sequence[Answer], level: float = LEVEL, resamples:
         return None
     cut = int((1 - level) / 2 * len(drawn))
     return drawn[cut], drawn[len(drawn) - 1 - cut]
+
+
+def format_interval(interval: object, missing: str = "") -> str:
+    """``low-high`` to two places, as the tables print a range; ``missing`` where there is none."""
+    if not isinstance(interval, list | tuple) or len(interval) != 2:
+        return missing
+    return f"{interval[0]:.2f}-{interval[1]:.2f}"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ds4spec.bench.peer_runs import SystemRuns
 from ds4spec.bench.peers import LLAMA_PLAIN, PeerResult
-from ds4spec.bench.spread import Answer, speedup_interval
+from ds4spec.bench.spread import Answer, format_interval, speedup_interval
 from ds4spec.core.events import Finished
 
 DS4SPEC_PLAIN = "ds4spec plain"
@@ -96,10 +96,6 @@ def _cell(value: object, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _span(interval: object) -> str:
-    return f"{interval[0]:.2f}-{interval[1]:.2f}" if isinstance(interval, list) and len(interval) == 2 else "-"
-
-
 def _fraction(row: Row, key: str) -> str:
     n = row[f"compared_{key}"]
     return "-" if n is None else f"{row[f'matches_{key}']}/{n}"
@@ -114,7 +110,7 @@ def print_systems(rows: Sequence[Row]) -> None:
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason']}"
         print(f"{r['workload']:<10} {r['system']:<26} {_cell(r['tokens_per_second'], '.2f'):>7} "
               f"{_cell(r['speedup_own'], '.2f'):>7} {_cell(r['speedup_vs_llama_plain'], '.2f'):>8} "
-              f"{_span(r.get('speedup_vs_llama_plain_interval')):>10} "
+              f"{format_interval(r.get('speedup_vs_llama_plain_interval'), '-'):>10} "
               f"{_cell(r['speedup_vs_ds4spec_plain'], '.2f'):>7} {_cell(r['drafted'], 'd'):>8} "
               f"{_cell(r['acceptance'], '.0%'):>6} {_fraction(r, 'llama_plain'):>6} {_fraction(r, 'ds4spec_plain'):>6} "
               f"{_fraction(r, 'own_plain'):>6}  {status}")
