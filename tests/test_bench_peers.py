@@ -66,6 +66,12 @@ def test_all_peers_run_and_every_system_has_a_row_and_charts_are_png(tiny_models
         assert assistedrow["acceptance"] is not None  # counted from transformers' own verify passes
         assert rows[(workload, "llama.cpp prompt-lookup")]["speedup_own"] is not None
     assert "transformers assisted" in proc.stdout and "=llama" in proc.stdout
+    # Each peer's runs are in the JSON too, so that a comparison can be worked out again from it.
+    peer_runs = {(r["system"], r["workload"], r["task_id"]): r for r in report["peer_runs"]}
+    peers = {(system, workload) for workload, system in rows if not system.startswith("ds4spec")}
+    assert {(system, workload) for system, workload, _ in peer_runs} == peers
+    plain_run = peer_runs[("llama.cpp plain", "humaneval", "HumanEval/0")]
+    assert plain_run["timed_tokens"] > 0 and plain_run["seconds"] > 0 and plain_run["drafted"] is None
     # Interleaved: each prompt is run by ds4spec and then by every peer before the next prompt starts.
     assert report["settings"]["peers_interleaved"] is True
     assert progress(proc.stderr) == ["ds4spec humaneval", "peers humaneval", "ds4spec edits", "peers edits"]

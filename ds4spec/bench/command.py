@@ -31,7 +31,7 @@ from ds4spec.bench.peer_plan import PeerPlan
 from ds4spec.bench.peer_runs import PeerSitting, SystemRuns
 from ds4spec.bench.peers import PEER_KEYS, BenchTask, parse_peers
 from ds4spec.bench.spread import Answer, format_interval, speedup_interval
-from ds4spec.bench.systems import DS4SPEC_PLAIN, print_systems, result_of, system_rows
+from ds4spec.bench.systems import DS4SPEC_PLAIN, peer_records, print_systems, result_of, system_rows
 from ds4spec.bench.workloads import WORKLOADS, Task, first_repeat, load_prompt_file, load_tasks
 from ds4spec.core.events import CycleReport, Event, Finished
 from ds4spec.core.plain import GenerationRequest, generate_plain
@@ -176,6 +176,7 @@ class Report:
     runs: list[dict[str, object]] = field(default_factory=list)
     cycles: list[dict[str, object]] = field(default_factory=list)  # per workload and mode, for the charts
     systems: list[dict[str, object]] = field(default_factory=list)  # with --peers: one row per system
+    peer_runs: list[dict[str, object]] = field(default_factory=list)  # with --peers: one record per peer's run
     costs: list[dict[str, object]] = field(default_factory=list)  # per mode and source: what the policy learned
 
 
@@ -215,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
         records = sitting.peers.records if sitting.peers else peers.apart(target_path, sitting.timed)
         report.settings["peers_interleaved"] = sitting.peers is not None
         report.systems = system_rows([*sitting.systems.values(), *records], workloads)
+        report.peer_runs = peer_records(records)
         print()
         print_systems(report.systems)
     _write(report, args.out, args.plot)

@@ -92,6 +92,15 @@ def system_rows(systems: Sequence[SystemRuns], workloads: Sequence[str]) -> list
     return rows
 
 
+def peer_records(systems: Sequence[SystemRuns]) -> list[Row]:
+    """One record per run of each peer (ds4spec's own runs have theirs), so that a comparison can be worked out
+    again from ``--out``: its prompt, seconds, timed tokens, finish and drafts."""
+    return [{"system": s.name, "workload": workload, "task_id": task_id, "seconds": round(r.seconds, 4),
+             "timed_tokens": r.timed_tokens, "tokens": len(r.tokens), "finish": r.finish, "drafted": r.drafted,
+             "accepted": r.accepted}
+            for s in systems for (workload, task_id), r in s.results.items()]
+
+
 def _cell(value: object, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
