@@ -30,8 +30,8 @@ from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mod
 from ds4spec.bench.peer_plan import PeerPlan
 from ds4spec.bench.peer_runs import PeerSitting, SystemRuns
 from ds4spec.bench.peers import PEER_KEYS, BenchTask, parse_peers
-from ds4spec.bench.spread import Answer, format_interval, speedup_interval
-from ds4spec.bench.systems import DS4SPEC_PLAIN, peer_records, print_systems, result_of, system_rows
+from ds4spec.bench.spread import format_interval
+from ds4spec.bench.systems import DS4SPEC_PLAIN, peer_records, print_systems, result_of, speedup_range, system_rows
 from ds4spec.bench.workloads import WORKLOADS, Task, first_repeat, load_prompt_file, load_tasks
 from ds4spec.core.events import CycleReport, Event, Finished
 from ds4spec.core.plain import GenerationRequest, generate_plain
@@ -116,7 +116,6 @@ class Tally:
     near_ties: int = 0  # answers that differ from plain where the target's two best tokens were a near-tie
     runs: int = 0
     loop_medians: list[float] = field(default_factory=list)  # each run's median cycle
-    answers: list[tuple[int, float]] = field(default_factory=list)  # each run's tokens and seconds, in run order
     accepted_lengths: Counter[int] = field(default_factory=Counter)  # verify passes with a draft, by accepted
 
     def add_cycles(self, cycles: list[CycleReport]) -> None:
@@ -138,7 +137,6 @@ class Tally:
         self.total.add(finished.stats)
         self.identical += identical
         self.runs += 1
-        self.answers.append((finished.stats.committed_tokens, finished.stats.generation_seconds))
         if finished.stats.loop_median_seconds:
             self.loop_medians.append(finished.stats.loop_median_seconds)
 
@@ -299,16 +297,13 @@ class _Sitting:
                 self.timed.append(replace(prompt, task_id=label))
                 if self.peers:
                     self.peers.run(self.timed[-1])
-        plain_runs = tallies["plain"]
-        plain_rate = plain_runs.row(0.0)["tokens_per_second"]
+        plain_rate = tallies["plain"].row(0.0)["tokens_per_second"]
         for mode, tally in tallies.items():
             row: dict[str, object] = {"workload": workload, "mode": mode, **tally.row(float(plain_rate))}
-            if mode != "plain":
-                pairs = zip(plain_runs.answers, tally.answers, strict=True)
-                interval = speedup_interval([Answer(*p, *m) for p, m in pairs])
-                row["speedup_interval"] = [round(x, 3) for x in interval] if interval else None
             self.report.rows.append(row)
             if mode != "plain":
+                runs = {k: r for k, r in self.systems[mode].results.items() if k[0] == workload}
+                row["speedup_interval"] = speedup_range(runs, self.systems["plain"])
                 self.report.cycles.append({"workload": workload, "mode": mode, "events": tally.drafts_by_event(),
                                            "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
 

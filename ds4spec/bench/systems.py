@@ -39,12 +39,12 @@ def _matches(mine: dict[tuple[str, str], PeerResult], theirs: SystemRuns | None)
     return sum(mine[k].tokens == theirs.results[k].tokens for k in common), len(common)
 
 
-def _interval(mine: dict[tuple[str, str], PeerResult], theirs: SystemRuns | None) -> list[float] | None:
+def speedup_range(mine: dict[tuple[str, str], PeerResult], theirs: SystemRuns | None) -> list[float] | None:
     """The 95% range of ``mine``'s speedup over ``theirs`` on the prompts both ran (``speedup_interval``)."""
     if theirs is None:
         return None
-    answers = [Answer(theirs.results[k].timed_tokens, theirs.results[k].seconds, r.timed_tokens, r.seconds)
-               for k, r in mine.items() if k in theirs.results]
+    answers = [Answer(base.timed_tokens, base.seconds, r.timed_tokens, r.seconds)
+               for k, r in mine.items() if (base := theirs.results.get(k)) is not None]
     interval = speedup_interval(answers)
     return [round(x, 3) for x in interval] if interval else None
 
@@ -75,7 +75,7 @@ def system_rows(systems: Sequence[SystemRuns], workloads: Sequence[str]) -> list
                 "tokens_per_second": round(rate, 2) if rate is not None else None,
                 "speedup_own": _ratio(rate, rates.get(s.baseline)),
                 "speedup_vs_llama_plain": _ratio(rate, rates.get(LLAMA_PLAIN)),
-                "speedup_vs_llama_plain_interval": _interval(mine, by_name.get(LLAMA_PLAIN))
+                "speedup_vs_llama_plain_interval": speedup_range(mine, by_name.get(LLAMA_PLAIN))
                 if s.name != LLAMA_PLAIN else None,
                 "speedup_vs_ds4spec_plain": _ratio(rate, rates.get(DS4SPEC_PLAIN)),
                 "drafted": sum(drafted) if drafted else None,
