@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ds4spec.bench.workloads import load_prompt_file
+from ds4spec.bench.modes import task_language
+from ds4spec.bench.workloads import load_prompt_file, load_tasks
 from ds4spec.errors import UsageError
 
 
@@ -35,6 +36,29 @@ def test_a_prompt_is_a_chat_turn_and_a_text_is_continued(tmp_path: Path) -> None
     assert chat.messages is not None and chat.messages[0].content == "Add type hints to `f`."
     assert (text.workload, text.task_id, text.text, text.messages, text.stop) == (
         "mine", "f-body", "def f(x):\n", None, ("\ndef ",))
+
+
+def test_a_text_may_name_the_language_it_is_written_in(tmp_path: Path) -> None:
+    path = prompts_file(tmp_path, [{"text": "fn main() {\n", "language": "rust"}, {"text": "x = 1\n"}])
+    assert [task.language for task in load_prompt_file(path)] == ["rust", None]
+
+
+@pytest.mark.parametrize(("workload", "line", "flag", "language"), [
+    ("humaneval", None, None, "python"),
+    ("humaneval", None, "rust", "python"),
+    ("mine", {"text": "fn f() {}\n", "language": "rust"}, "javascript", "rust"),
+    ("mine", {"text": "function f() {}\n"}, "javascript", "javascript"),
+    ("mine", {"text": "x = 1\n"}, None, None),
+    ("mine", {"prompt": "Fix the bug."}, "rust", "markdown"),
+], ids=["humaneval-is-python", "humaneval-stays-python-whatever-the-flag", "a-text-s-own-language-wins",
+        "a-text-without-one-takes-the-flag-s", "a-text-without-either-takes-the-default-rules",
+        "a-chat-answer-is-markdown"])
+def test_the_bench_picks_trigger_rules_as_complete_would(tmp_path: Path, workload: str, line: dict[str, str] | None,
+                                                         flag: str | None, language: str | None) -> None:
+    """A text prompt is in the language it names (HumanEval's Python, a prompts file's ``"language"``), else in
+    ``--language``'s, else the default rules', as ``ds4spec complete`` picks them; a chat answer is markdown."""
+    task = load_tasks(workload, 1)[0] if line is None else load_prompt_file(prompts_file(tmp_path, [line]))[0]
+    assert task_language(task, flag) == language
 
 
 def test_limit_and_skip_select_from_a_prompts_file_as_from_a_workload(tmp_path: Path) -> None:
@@ -61,7 +85,7 @@ def test_a_selection_from_a_prompts_file_that_leaves_no_prompt_is_refused(tmp_pa
 @pytest.mark.parametrize(("lines", "message"), [
     (["{not json"], r"line 1: not JSON \(Expecting property name enclosed in double quotes\)"),
     (['["a list"]'], 'line 1: expected a JSON object with "prompt" or "text"'),
-    (['{"promt": "typo"}'], "line 1: unknown key 'promt' \\(known: id, prompt, stop, text\\)"),
+    (['{"promt": "typo"}'], "line 1: unknown key 'promt' \\(known: id, language, prompt, stop, text\\)"),
     (['{"prompt": "a", "text": "b"}'], 'line 1: give exactly one of "prompt"'),
     (['{"id": "x"}'], 'line 1: give exactly one of "prompt"'),
     (['{"prompt": "  "}'], 'line 1: "prompt" must be a non-empty string'),
@@ -70,9 +94,12 @@ def test_a_selection_from_a_prompts_file_that_leaves_no_prompt_is_refused(tmp_pa
     (['{"prompt": "a", "stop": "end"}'], 'line 1: "stop" must be a list of non-empty strings'),
     (['{"prompt": "a"}', "", '{"prompt": "b", "stop": [""]}'], 'line 3: "stop" must be a list'),
     (['{"prompt": "a", "id": "x"}', '{"prompt": "b", "id": "x"}'], "the id 'x' is used twice"),
+    (['{"text": "a", "language": ""}'], 'line 1: "language" must be a non-empty string, given with "text"'),
+    (['{"prompt": "a", "language": "rust"}'], 'line 1: "language" must be .* given with "text" \\(a chat answer is'),
     (["", "  "], "has no prompts: one JSON object a line"),
 ], ids=["not-json", "not-an-object", "unknown-key", "prompt-and-text", "neither", "blank-prompt", "text-not-a-string",
-        "id-not-a-string", "stop-not-a-list", "empty-stop-on-line-3", "repeated-id", "empty-file"])
+        "id-not-a-string", "stop-not-a-list", "empty-stop-on-line-3", "repeated-id", "blank-language",
+        "language-of-a-chat-turn", "empty-file"])
 def test_a_bad_prompts_file_is_refused_naming_the_line(tmp_path: Path, lines: list[str], message: str) -> None:
     path = tmp_path / "mine.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

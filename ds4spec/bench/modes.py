@@ -55,10 +55,14 @@ def mode_settings(settings: Settings, mode: str) -> Settings:
     return replace(settings, **{k: v for k, v in changes.items() if k in _SETTING_NAMES})  # type: ignore[arg-type]
 
 
-def task_language(task: Task) -> str:
-    """What the answer is written in, for trigger rules: HumanEval continues Python code; chat answers are
-    markdown (code inside fences), as the engine treats them."""
-    return "python" if task.text is not None else "markdown"
+def task_language(task: Task, language: str | None = None) -> str | None:
+    """What the answer is written in, for trigger rules, as the engine picks it: chat answers are markdown (code
+    inside fences); a text to continue is in its own language where the task says (HumanEval's Python, a prompts
+    file's ``"language"``), else in ``language`` (``--language``), else none (the default rules, as ``complete``
+    without ``--language``)."""
+    if task.text is None:
+        return "markdown"
+    return task.language or language
 
 
 @dataclass(slots=True)
@@ -79,7 +83,7 @@ class ModePlan:
             return FixedLength(self.fixed)
         if fixed:
             return FixedLength(self.settings.draft_max)
-        return self.memory.policy(self.rules, task_language(task), self.settings.draft_max)
+        return self.memory.policy(self.rules, task_language(task, self.settings.language), self.settings.draft_max)
 
     def fresh_policy(self, task: Task) -> DraftPolicy:
         """What ``policy`` would give a new engine, which has learned nothing yet (an untimed warm-up run, and every

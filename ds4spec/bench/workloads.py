@@ -23,7 +23,8 @@ from ds4spec.errors import UsageError
 DATA_DIR = Path(__file__).resolve().parent / "data"
 WORKLOADS = ("humaneval", "edits", "files", "prose")
 _INPUTS = {"files": "edits"}  # the files workload asks the edits' questions about files
-_OWN_KEYS = frozenset({"prompt", "text", "id", "stop"})  # a prompts file's keys: a typo is an error, not ignored
+# A prompts file's keys: a typo is an error, not ignored.
+_OWN_KEYS = frozenset({"prompt", "text", "id", "stop", "language"})
 _RENAMED = re.compile(r"Rename the function `(\w+)`")
 # The usual HumanEval stops: the function ends where the next top-level statement begins.
 CODE_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
@@ -36,6 +37,7 @@ class Task:
     text: str | None = None  # completion mode
     messages: tuple[ChatMessage, ...] | None = None  # chat mode
     stop: tuple[str, ...] = ()
+    language: str | None = None  # of a text to continue, for trigger rules (None: as the settings say)
 
     def prompt_tokens(self, target: LlamaTarget) -> list[int]:
         if self.messages is not None:
@@ -61,8 +63,9 @@ def load_tasks(workload: str, limit: int | None = None, data_dir: Path = DATA_DI
 
 def load_prompt_file(path: Path, limit: int | None = None, *, skip: int = 0) -> list[Task]:
     """A user's own prompts as a workload named after the file: one JSON object a line, ``{"prompt": ...}`` a chat
-    turn (rendered with the target's chat template) or ``{"text": ...}`` text to continue, with an optional ``"id"``
-    and ``"stop"`` (texts that end the answer)."""
+    turn (rendered with the target's chat template) or ``{"text": ...}`` text to continue, with an optional ``"id"``,
+    ``"stop"`` (texts that end the answer) and, for a text, ``"language"`` (a name, fence tag or file name: the
+    trigger rules it is written in, as ``complete --language`` picks them)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
@@ -117,14 +120,18 @@ def _own_task(workload: str, where: str, line: str, number: int) -> Task:
         raise UsageError(f"{where}: \"id\" must be a non-empty string")
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
         raise UsageError(f"{where}: \"stop\" must be a list of non-empty strings")
+    language = row.get("language")
+    if language is not None and (given[0] != "text" or not isinstance(language, str) or not language.strip()):
+        raise UsageError(f"{where}: \"language\" must be a non-empty string, given with \"text\" (a chat answer is "
+                         "markdown)")
     if given[0] == "text":
-        return Task(workload, task_id, text=body, stop=tuple(stop))
+        return Task(workload, task_id, text=body, stop=tuple(stop), language=language)
     return Task(workload, task_id, messages=(ChatMessage("user", body),), stop=tuple(stop))
 
 
 def _task(workload: str, row: dict[str, str]) -> Task:
     if workload == "humaneval":
-        return Task(workload, row["task_id"], text=row["prompt"], stop=CODE_STOPS)
+        return Task(workload, row["task_id"], text=row["prompt"], stop=CODE_STOPS, language="python")
     if workload == "edits":
         fence = row.get("language", "python")
         ask = f"{row['instruction']}\n\n```{fence}\n{row['code']}```"
