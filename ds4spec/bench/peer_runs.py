@@ -69,9 +69,10 @@ class PeerSitting:
             if _start(peer, record, warm_up, self._log):
                 self._live.append((peer, record))
 
-    def run(self, task: BenchTask) -> None:
+    def run(self, task: BenchTask, reverse: bool = False) -> None:
+        """Every live peer runs ``task``, in the order they started or, ``reverse``, the other way round."""
         self._tasks += 1
-        for peer, record in self._live:
+        for peer, record in reversed(self._live) if reverse else self._live:
             try:
                 record.results[(task.workload, task.task_id)] = peer.run(task, self.max_tokens)
             except Exception as exc:  # one bad run is a row's note, not the end of the bench
