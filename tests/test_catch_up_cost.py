@@ -22,8 +22,10 @@ from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core.drafting import Draft, DraftContext
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.drafters.guard import GuardedDrafter
+from ds4spec.policy.acceptance import AcceptanceModel
 from ds4spec.policy.costs import measure_source
-from ds4spec.policy.gate import AcceptanceModel, CycleCosts, GatedPolicy, could_pay_on
+from ds4spec.policy.cycle_costs import CycleCosts, could_pay_on
+from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.memory import PolicyMemory
 from ds4spec.policy.probing import FIRST_PROBE_AFTER
 from ds4spec.policy.profile import VerifyProfile, measure

@@ -9,7 +9,8 @@ import pytest
 
 from ds4spec.core.drafting import DraftContext
 from ds4spec.policy.confidence import EDGES, PRIOR, REMEMBERED, ConfidenceCalibration, takes_next
-from ds4spec.policy.gate import CycleCosts, GatedPolicy
+from ds4spec.policy.cycle_costs import CycleCosts
+from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import load_rulebook
 from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy

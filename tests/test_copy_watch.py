@@ -20,7 +20,7 @@ from ds4spec.policy.copying import (
     LookupAcceptance,
     LookupGate,
 )
-from ds4spec.policy.gate import CycleCosts
+from ds4spec.policy.cycle_costs import CycleCosts
 from ds4spec.policy.memory import PolicyMemory
 from ds4spec.policy.probing import FIRST_PROBE_AFTER, PROBE_SHARE
 from ds4spec.policy.profile import VerifyProfile

@@ -29,7 +29,8 @@ from ds4spec.policy.costs import (
     source_costs,
     unasked_note,
 )
-from ds4spec.policy.gate import FixedLength, GatedPolicy, could_pay_on
+from ds4spec.policy.cycle_costs import could_pay_on
+from ds4spec.policy.gate import FixedLength, GatedPolicy
 from ds4spec.policy.memory import PolicyMemory
 from ds4spec.policy.profile import CHECK_EVERY_S, VerifyProfile
 from ds4spec.policy.rules import load_rulebook

@@ -13,8 +13,10 @@ import pytest
 from measured_profiles import F32_PROFILE, Q4_AVX512_PROFILE
 
 from ds4spec.core.drafting import DraftContext
+from ds4spec.policy.acceptance import DraftAcceptance
 from ds4spec.policy.copying import LookupAcceptance, LookupGate
-from ds4spec.policy.gate import CycleCosts, DraftAcceptance, GatedPolicy
+from ds4spec.policy.cycle_costs import CycleCosts
+from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.probing import PROBE_SHARE
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ModelReading

@@ -10,20 +10,17 @@ import pytest
 from measured_profiles import F32_PROFILE
 
 from ds4spec.core.drafting import DraftContext
-from ds4spec.policy.gate import (
+from ds4spec.policy.acceptance import LATER_TOKENS_PRIOR, AcceptanceModel, DraftAcceptance, expected_tokens
+from ds4spec.policy.cycle_costs import (
     AFTERMATH_CYCLES,
     ESTIMATE_DRIFT,
-    LATER_TOKENS_PRIOR,
     MEASURES_COUNTED,
     SHARED_SCALE_WEIGHT,
-    AcceptanceModel,
     CycleCosts,
-    DraftAcceptance,
-    GatedPolicy,
     best_length,
     candidate_lengths,
-    expected_tokens,
 )
+from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 
 STEP = 0.04  # seconds per plain step
@@ -117,7 +114,7 @@ def test_a_new_generation_lets_new_evidence_move_acceptance_quickly() -> None:
 def test_a_plain_step_is_taken_now_and_then_so_its_cost_never_goes_stale() -> None:
     """A stall measured during a plain step would make drafts look cheap for as long as the gate drafts. A refresh
     right after a draft is that draft's aftermath, no measure of a plain step: the plain steps go on until one is."""
-    from ds4spec.policy.gate import PLAIN_REFRESH
+    from ds4spec.policy.cycle_costs import PLAIN_REFRESH
 
     policy = GatedPolicy(4)
     policy.observe(0, 0, 0, 1.0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from measured_profiles import F32_PROFILE
 
-from ds4spec.policy.gate import LATER_TOKENS_PRIOR, AcceptanceModel
+from ds4spec.policy.acceptance import LATER_TOKENS_PRIOR, AcceptanceModel
 from ds4spec.policy.pooling import (
     POOL_WEIGHT,
     AcceptancePool,

@@ -43,7 +43,8 @@ from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.policy.copying import LookupAcceptance, LookupGate
-from ds4spec.policy.gate import CycleCosts, FixedLength, GatedPolicy
+from ds4spec.policy.cycle_costs import CycleCosts
+from ds4spec.policy.gate import FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.triggers import TriggerPolicy

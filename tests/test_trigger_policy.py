@@ -28,8 +28,10 @@ from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
+from ds4spec.policy.acceptance import expected_tokens
 from ds4spec.policy.copying import QUOTE_PRIOR, SHORT_COPY_PRIOR
-from ds4spec.policy.gate import OPTIMISTIC_ALPHA, GatedPolicy, expected_tokens
+from ds4spec.policy.cycle_costs import OPTIMISTIC_ALPHA
+from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.probing import FIRST_PROBE_AFTER, PROBE_SHARE
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ANSWER_PRIOR, ReadingCosts

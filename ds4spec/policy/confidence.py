@@ -30,7 +30,7 @@ REMEMBERED = 200.0  # a bin's tokens past this weigh less and less: a long sessi
 
 
 class CycleCosts(Protocol):
-    """Seconds a cycle drafting ``k`` tokens costs (``ds4spec.policy.gate.CycleCosts``, which imports this)."""
+    """Seconds a cycle drafting ``k`` tokens costs (``ds4spec.policy.cycle_costs.CycleCosts``)."""
 
     def cost(self, k: int) -> float: ...
 

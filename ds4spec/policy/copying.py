@@ -94,15 +94,10 @@ from __future__ import annotations
 from typing import Literal
 
 from ds4spec.core.drafting import DraftContext
+from ds4spec.policy.acceptance import Acceptance, AcceptanceModel, DraftAcceptance
 from ds4spec.policy.confidence import ConfidenceCalibration
-from ds4spec.policy.gate import (
-    CARRIED_TRIALS,
-    Acceptance,
-    AcceptanceModel,
-    CycleCosts,
-    DraftAcceptance,
-    GatedPolicy,
-)
+from ds4spec.policy.cycle_costs import CycleCosts
+from ds4spec.policy.gate import CARRIED_TRIALS, GatedPolicy
 from ds4spec.policy.reading import ModelReading, shared_prefix
 
 COPY_WINDOW = 16  # bytes; with 8, HumanEval's new code matched often and wrongly (alpha 0.33), 12 did as well as 16

@@ -21,7 +21,7 @@ from pathlib import Path
 from ds4spec.core.contracts import Proposer
 from ds4spec.core.drafting import DraftContext, Drafter
 from ds4spec.paths import data_dir
-from ds4spec.policy.gate import could_pay_on
+from ds4spec.policy.cycle_costs import could_pay_on
 from ds4spec.policy.profile import CHECK_EVERY_S, VerifyProfile, read_json, write_json
 
 log = logging.getLogger(__name__)

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 
 from ds4spec.core.contracts import DraftPolicy, Proposer
 from ds4spec.core.early_launch import EarlyLaunch
+from ds4spec.policy.acceptance import DraftAcceptance
 from ds4spec.policy.confidence import ConfidenceCalibration
 from ds4spec.policy.copying import LookupAcceptance, LookupGate
 from ds4spec.policy.costs import SourceCost, cached_source_costs, source_costs
-from ds4spec.policy.gate import CycleCosts, DraftAcceptance, FixedLength, GatedPolicy
+from ds4spec.policy.cycle_costs import CycleCosts
+from ds4spec.policy.gate import FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ModelReading
 from ds4spec.policy.rules import RuleBook

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ds4spec.policy.gate import AcceptanceModel, DraftAcceptance
+from ds4spec.policy.acceptance import AcceptanceModel, DraftAcceptance
 
 # The other events' figure weighs as this many trials in an event's: the weight the fixed prior had, so that an
 # event's own drafts move it as fast as before.
@@ -102,7 +102,7 @@ class SplitAcceptance(DraftAcceptance):
     one figure for both, learned mostly from one-token drafts, an event whose first tokens were kept half the time was
     priced as if a second token would be too, and drafted one token a cycle for a whole 128-token answer (80 target
     passes against SmolLM2 alone's 54, which drafted two). The later tokens' pool starts from
-    ``ds4spec.policy.gate.LATER_TOKENS_PRIOR``."""
+    ``ds4spec.policy.acceptance.LATER_TOKENS_PRIOR``."""
 
     def __init__(self, first: AcceptancePool, later: AcceptancePool) -> None:
         self.pooled = (PooledAcceptance(first), PooledAcceptance(later))

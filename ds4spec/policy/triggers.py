@@ -13,7 +13,7 @@ lookup alone, whose one gate learned from all its drafts). What does matter is w
 prompt at the moment: lookup's acceptance is learned apart there (``ds4spec.policy.copying``). A lookup miss costs
 nothing, so where lookup and the model compete, lookup is worth its match rate times its rate when it matches, plus
 a plain step's rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
-(``ds4spec.policy.gate``: the machine's verify profile gives every length's cost; without one it climbs one length
+(``ds4spec.policy.cycle_costs``: the machine's verify profile gives every length's cost; without one it climbs one length
 above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
 probes again with back-off so that an event that starts to pay is noticed (per event; lookup alone, whose figure is
 one for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any
@@ -36,19 +36,11 @@ from collections.abc import Sequence
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
 from ds4spec.core.events import NO_DRAFT_PAYS, NOTHING_TO_DRAFT
+from ds4spec.policy.acceptance import LATER_TOKENS_PRIOR, Acceptance, AcceptanceModel, expected_tokens
 from ds4spec.policy.confidence import ConfidenceCalibration, takes_next
 from ds4spec.policy.copying import CopyWatch, LookupAcceptance
-from ds4spec.policy.gate import (
-    CARRIED_TRIALS,
-    LATER_TOKENS_PRIOR,
-    OPTIMISTIC_ALPHA,
-    Acceptance,
-    AcceptanceModel,
-    CycleCosts,
-    best_length,
-    candidate_lengths,
-    expected_tokens,
-)
+from ds4spec.policy.cycle_costs import OPTIMISTIC_ALPHA, CycleCosts, best_length, candidate_lengths
+from ds4spec.policy.gate import CARRIED_TRIALS
 from ds4spec.policy.pooling import AcceptancePool, SplitAcceptance
 from ds4spec.policy.probing import ProbeBackoff
 from ds4spec.policy.profile import VerifyProfile
