@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ds4spec.backend.prompt import ChatMessage
-from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.drafting import CHECKED, NO_DRAFT, Draft, DraftContext, Drafter, Enough, Worth
 from ds4spec.drafters.hybrid import HybridDrafter
 from ds4spec.drafters.lookup import LookupDrafter
 
@@ -394,3 +394,51 @@ def test_a_copy_of_the_messages_ends_where_they_do_not_in_the_answers_own_beginn
     completion = started(b"x = 1\ny = 2\n")  # a completion's prompt and answer are one text: a copy goes on
     completion.extend(b"x = 1\n")
     assert completion.propose(64).text == b"y = 2\nx = 1\n"
+
+
+class WordModel(ScriptedModel):
+    """A model double that writes its proposal a piece at a time, asking ``enough`` after each as a model does."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        super().__init__(b"".join(pieces))
+        self.pieces = pieces
+        self.written = 0  # pieces of the last draft
+
+    def propose_until(self, max_tokens: int, enough: Enough, source: str = "any", worth: Worth | None = None) -> Draft:
+        self.proposals += 1
+        text, self.written = b"", 0
+        for piece in self.pieces[:max_tokens]:
+            text, self.written = text + piece, self.written + 1
+            if enough(text):
+                break
+        return Draft(text, "model", drafter_tokens=self.written) if text else NO_DRAFT
+
+
+CHECK_PROMPT = b"def is_palindrome(string):\n    return string == string[::-1]\n\n\ndef f(string):\n    return string"
+
+
+@pytest.mark.parametrize(("pieces", "source", "text", "written"), [
+    ((b" ==", b" string", b"[::-1]"), "lookup", b" == string[::-1]\n\n\ndef f(str", 2),  # ` ==`: 3 bytes, a piece more
+    ((b"\n", b"\n"), "model", b"\n\n", 2),  # the model's own: it writes on to its own draft's end
+    ((b" +", b" string"), "model", b" + string", 2),
+    ((), "lookup", b" == string[::-1]\n\n\ndef f(str", 0),  # nothing to say against the copy
+], ids=["agrees-at-four-bytes", "disagrees-at-its-first-byte", "disagrees-at-its-second", "offers-nothing"])
+def test_a_checked_draft_is_lookup_s_where_the_model_s_first_bytes_agree_else_the_model_s(
+        pieces: tuple[bytes, ...], source: str, text: bytes, written: int) -> None:
+    model = WordModel(*pieces)
+    hybrid = HybridDrafter(LookupDrafter(), model)
+    hybrid.begin(DraftContext(text=CHECK_PROMPT))
+    draft = hybrid.propose_until(8, lambda drafted: False, CHECKED)
+    assert (draft.source, draft.text, model.written) == (source, text, written)
+
+
+def test_a_checked_draft_without_a_match_is_the_model_s_and_a_lookup_draft_never_asks_it() -> None:
+    model = WordModel(b" x", b" = 1")
+    hybrid = HybridDrafter(LookupDrafter(), model)
+    hybrid.begin(DraftContext(text=b"zqk"))
+    assert hybrid.propose_until(8, lambda drafted: False, CHECKED).text == b" x = 1"
+    hybrid.begin(DraftContext(text=CHECK_PROMPT))
+    asked = model.proposals
+    assert hybrid.propose_until(8, lambda drafted: False, "lookup").source == "lookup"
+    assert hybrid.propose_until(8, lambda drafted: False, "any").source == "lookup"
+    assert model.proposals == asked

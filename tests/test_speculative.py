@@ -33,7 +33,7 @@ from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.core import speculative
 from ds4spec.core.contracts import DraftPolicy
-from ds4spec.core.drafting import Draft, DraftContext, Drafter, Enough, Worth
+from ds4spec.core.drafting import CHECKED, Draft, DraftContext, Drafter, Enough, Worth
 from ds4spec.core.events import Finished, FinishReason, TextChunk
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.core.sampling import Sampler, SamplingSettings
@@ -57,11 +57,19 @@ PROMPTS = [
     b"class Node:\n    def __init__(self, value):\n        self.value = value\n",
     b"x = [1, 2, 3]\ny = [1, 2, 3]\nz = [",
 ]
+class CheckedLength(FixedLength):
+    """Always the same length, asking for lookup's draft where the model agrees (``CHECKED``)."""
+
+    source = CHECKED
+
+
 # Policies by name, made for a drafter and the prompt's language (only the triggers look at either).
 POLICIES: dict[str, Callable[[Drafter, str], DraftPolicy]] = {
     "fixed1": lambda drafter, language: FixedLength(1),
     "fixed4": lambda drafter, language: FixedLength(4),
     "fixed8": lambda drafter, language: FixedLength(8),
+    # A hybrid's lookup drafts only where its model's first bytes agree, the model's draft where not.
+    "fixed8-checked": lambda drafter, language: CheckedLength(8),
     "gated": lambda drafter, language: GatedPolicy(8),
     # With a measured, nearly flat verify curve (a GPU's): the gate ranks every length and drafts long.
     "gated-flat": lambda drafter, language: GatedPolicy(8, CycleCosts(FLAT_PROFILE)),
@@ -124,7 +132,7 @@ def test_greedy_speculative_output_equals_plain_for_every_drafter_and_policy(
         for name, drafter in _drafters(target, tiny_models, future).items():
             # Every policy with the oracle (it exercises acceptance); the others with a fixed one, the gate and
             # the triggers (which ask a hybrid drafter's lookup or model half by name).
-            policies = POLICIES if name == "oracle" else ["fixed4", "gated", "gated-flat", "triggers",
+            policies = POLICIES if name == "oracle" else ["fixed4", "fixed8-checked", "gated", "gated-flat", "triggers",
                                                           "gated-lookup-only", "triggers-lookup-only", "lookup-gate"]
             for policy in policies:
                 spec, _, guarded = run_spec(target, drafter, request, prompt,

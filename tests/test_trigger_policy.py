@@ -20,7 +20,7 @@ from spec_helpers import run_plain, run_spec
 from ds4spec.backend.prompt import ChatMessage
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.backend.target_options import TargetOptions
-from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter
+from ds4spec.core.drafting import CHECKED, NO_DRAFT, Draft, DraftContext, Drafter
 from ds4spec.core.events import NO_DRAFT_PAYS, NOTHING_TO_DRAFT, Finished
 from ds4spec.core.plain import GenerationRequest
 from ds4spec.core.stats import EventCounts
@@ -397,9 +397,13 @@ class HybridMachine:
                 continue
             self.asked.setdefault(place, []).append(policy.source)
             p_lookup = self.lookup[place]
-            if policy.source in ("any", "lookup") and p_lookup is not None:
+            # Checked, lookup's draft goes out where its first token is right (the model writes the same).
+            checked_right = policy.source == CHECKED and p_lookup is not None and rng.random() < p_lookup
+            if checked_right:
+                policy.observe(k, k, 1 + _accepted(rng, k - 1, p_lookup), 1.0 + 0.3 * k, "lookup")
+            elif policy.source in ("any", "lookup") and p_lookup is not None:
                 policy.observe(k, k, _accepted(rng, k, p_lookup), 1.0 + 0.3 * k, "lookup")
-            elif policy.source in ("any", "model"):  # the model costs its own forward passes too
+            elif policy.source in ("any", "model", CHECKED):  # the model costs its own forward passes too
                 policy.observe(k, k, _accepted(rng, k, self.model[place]), 1.0 + 0.5 * k, "model")
             else:
                 policy.observe(k, 0, 0, 1.0, "none")  # asked lookup only, and it had nothing
@@ -570,8 +574,9 @@ def test_each_event_asks_the_source_that_pays_there(book: RuleBook, seed: int) -
     machine = HybridMachine(lookup={COMMENT: 0.95, STRING: None}, model={COMMENT: 0.1, STRING: 0.9})
     machine.run(TriggerPolicy(book, "python", 16, ("lookup", "model")), 600, seed)
     # Lookup first; the model, whose figure here is the other events' while it has never drafted here, would take a
-    # miss (there is none here).
-    assert set(machine.asked[COMMENT][-50:]) <= {"lookup", "any"}
+    # miss (there is none here), or check lookup's draft while lookup's figure dips below ``CHECK_SPARED``.
+    assert set(machine.asked[COMMENT][-50:]) <= {"lookup", "any", CHECKED}
+    assert machine.asked[COMMENT][-50:].count(CHECKED) <= 10
     # Lookup has no match at the string: the model drafts, asked alone or after lookup (whose misses cost nothing).
     assert set(machine.asked[STRING][-50:]) <= {"model", "any"}
 
@@ -1233,3 +1238,44 @@ def test_a_comment_repeating_the_docstring_s_words_is_judged_as_a_quote_and_one_
         assert policy.copies.figure() is policy.learning.lookup.quote and k == 0
     else:
         assert policy.copies.figure() is policy.learning.lookup.short_copy and k > PRIOR["python.comment"]
+
+
+PALINDROME = (b"def is_palindrome(string: str) -> bool:\n    return string == string[::-1]\n\n\n"
+              b"def make_palindrome(string: str) -> str:\n"
+              b"    \"\"\" The shortest palindrome that begins with string. \"\"\"\n")
+# HumanEval/10's answer (F32 pair, run 79): its last 16 bytes occur in the prompt, in another function's line.
+NEW_CODE = b"    if not string:\n        return string"
+
+
+HALF_KEPT = [(5, 0), (5, 2)]  # the model's first tokens kept half the time here, and its later ones
+
+
+@pytest.mark.parametrize(("model_runs", "lookup_shown_right", "asked"), [
+    (HALF_KEPT, False, "checked"),
+    ([(5, 0)] * 19 + [(5, 1)], False, "lookup"),  # the model does not pay here: no check is worth its cost
+    (HALF_KEPT, True, "lookup"),  # this answer's short copies have been right: none to fear
+], ids=["model-pays", "model-does-not-pay", "copies-shown-right"])
+def test_in_new_code_a_short_copy_goes_out_only_where_a_model_that_pays_agrees(
+    book: RuleBook, model_runs: list[tuple[int, int]], lookup_shown_right: bool, asked: str
+) -> None:
+    """On HumanEval prompts tuning never saw (F32 pair, run 79), 26 of the triggers' 31 lookup drafts on code and
+    comment lines were rejected at their first token: an answer's `return string` went on with the `` == string[::-1]``
+    of another function. Where the model pays, lookup's draft is checked against the model's first bytes first."""
+    policy = TriggerPolicy(book, "python", 16, ("lookup", "model"), TriggerLearning(MEMORY_BOUND))
+    policy.begin(DraftContext(text=PALINDROME))
+    policy.observe(0, 0, 0, 1.0, "none")
+    policy.extend(NEW_CODE)
+    assert _at(policy, PALINDROME + NEW_CODE) >= 0 and policy.copies.copy == "short"
+    event = policy._current
+    assert event is not None
+    for _ in range(10):
+        for k in (1, 2, 3, 4, 6, 8):
+            policy.learning.costs.observe("lookup", k, 1.0 + 0.1 * k)
+            policy.learning.costs.observe("model", k, 1.0 + 0.1 * k)
+        policy.learning.costs.observe_plain(1.0)
+        for run in model_runs:
+            event.acceptance.observe(*run)
+        if lookup_shown_right:
+            policy.learning.lookup.short_copy.observe(8, 8)
+    event.attempts.update(lookup=10, model=10)
+    assert _at(policy, PALINDROME + NEW_CODE) > 0 and policy.source == asked

@@ -123,7 +123,8 @@ class DraftPolicy(ABC):
 
     Like a drafter, a policy may follow the committed text (``begin``/``extend``); ``event`` names the
     syntax event behind its last decision ("" when it does not look at syntax) and ``source`` the drafter
-    source it asks for: ``any`` (the drafter decides), ``lookup`` or ``model`` (a hybrid drafter's halves).
+    source it asks for: ``any`` (the drafter decides), ``lookup`` or ``model`` (a hybrid drafter's halves), or
+    ``checked`` (lookup's draft where the model agrees, ``ds4spec.core.drafting.CHECKED``).
     """
 
     draft_max: int

@@ -78,6 +78,9 @@ Enough = Callable[[bytes], bool]
 # Whether a model's draft takes its next token, given its own probabilities of its tokens so far with the next one's
 # last: a policy that knows what a longer verify pass costs and how often tokens that sure are kept stops it there.
 Worth = Callable[[Sequence[float]], bool]
+# A source a policy may ask a hybrid drafter for: lookup's draft where the model's first bytes agree with it, else the
+# model's (``ds4spec.drafters.hybrid``); a drafter of one source reads it as ``any``.
+CHECKED = "checked"
 
 
 class Drafter(ABC):

@@ -3,11 +3,19 @@
 A lookup draft costs nothing and, when the answer copies its input, is long and right; a model draft costs the
 drafter's forward passes but does not need the text to repeat. Asking lookup first spends the model only where
 copying has nothing to offer.
+
+Outside a long copy of the prompt, though, lookup's matches are mostly wrong where the answer writes new code: on
+HumanEval prompts tuning never saw (F32 pair, run 79), 26 of the triggers' 31 lookup drafts on code and comment lines
+were rejected at their first token (``return string`` went on with `` == string[::-1]`` of another function), where
+the model's drafts there kept half their tokens. Where the model is cheap, a ``checked`` draft is lookup's only if
+the model's own first bytes (``CHECK_BYTES``) agree with it, and the model's draft otherwise.
 """
 
 from __future__ import annotations
 
-from ds4spec.core.drafting import NO_DRAFT, Draft, DraftContext, Drafter, Enough, Worth
+from ds4spec.core.drafting import CHECKED, NO_DRAFT, Draft, DraftContext, Drafter, Enough, Worth
+
+CHECK_BYTES = 4  # of lookup's draft (all of a shorter one) the model must write the same to agree: ` the`, `):\n`
 
 
 class HybridDrafter(Drafter):
@@ -54,7 +62,7 @@ class HybridDrafter(Drafter):
         on the F16 pair's edits, reads that lookup's match then made useless took 30% of the time)."""
         if not self._model_follows:
             return
-        if source == "model" or (source == "any" and not self.lookup.propose(1).text):
+        if source in ("model", CHECKED) or (source == "any" and not self.lookup.propose(1).text):
             self.model.prepare()
 
     def propose(self, max_tokens: int) -> Draft:
@@ -80,12 +88,33 @@ class HybridDrafter(Drafter):
         nothing)."""
         if source == "lookup":
             return self.lookup.propose(max_tokens)
-        if source == "any" and (draft := self.lookup.propose(max_tokens)).text:
-            return draft
+        copy = self.lookup.propose(max_tokens) if source in ("any", CHECKED) else NO_DRAFT
+        if copy.text and (source == "any" or not self._model_follows):
+            return copy
         if not self._model_follows:
             return NO_DRAFT
+        if copy.text:
+            return self._checked(copy, max_tokens, enough, worth)
         draft = self.model.propose_until(max_tokens, enough, worth=worth)
         return draft if draft.text else NO_DRAFT
+
+    def _checked(self, copy: Draft, max_tokens: int, enough: Enough, worth: Worth | None) -> Draft:
+        """Lookup's ``copy`` where the model's first bytes are the same (it stops there), else the model's own draft;
+        the copy too where the model offers nothing (unsure of its first token, it says nothing against it)."""
+        agrees: list[bool] = []
+
+        def checked(text: bytes) -> bool:
+            if not agrees and text:
+                n = min(len(text), len(copy.text))
+                if text[:n] != copy.text[:n]:
+                    agrees.append(False)
+                elif n >= min(CHECK_BYTES, len(copy.text)):
+                    agrees.append(True)
+                    return True
+            return enough(text)
+
+        draft = self.model.propose_until(max_tokens, checked, worth=worth)
+        return draft if draft.text and agrees == [False] else copy
 
     def close(self) -> None:
         """Closes both, the model even when closing lookup fails."""

@@ -13,8 +13,8 @@ lookup alone, whose one gate learned from all its drafts). What does matter is w
 prompt at the moment: lookup's acceptance is learned apart there (``ds4spec.policy.copying``). A lookup miss costs
 nothing, so where lookup and the model compete, lookup is worth its match rate times its rate when it matches, plus
 a plain step's rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
-(``ds4spec.policy.cycle_costs``: the machine's verify profile gives every length's cost; without one it climbs one length
-above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
+(``ds4spec.policy.cycle_costs``: the machine's verify profile gives every length's cost; without one it climbs one
+length above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
 probes again with back-off so that an event that starts to pay is noticed (per event; lookup alone, whose figure is
 one for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any
 event, the event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits its turn must first read the text
@@ -26,7 +26,9 @@ answers' reads (``ReadGains``), over the answer's tokens left, pays for that rea
 ``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer starts from what the first nine
 taught. A model's draft stops short of the length chosen where, by the drafter's own probability of its next tokens,
 going on would not pay (``ds4spec.policy.confidence``). A model's first drafted token and its later ones are kept at
-different rates, and learned apart (``SplitAcceptance``).
+different rates, and learned apart (``SplitAcceptance``). Where lookup's match outside a long copy is the best draft
+in code and the model pays there too, lookup's draft goes out only if the model's first bytes agree, the model's own
+otherwise (``CHECKED``, ``_model_checks_copy``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ds4spec.core.contracts import DraftPolicy
-from ds4spec.core.drafting import DraftContext
+from ds4spec.core.drafting import CHECKED, DraftContext
 from ds4spec.core.events import NO_DRAFT_PAYS, NOTHING_TO_DRAFT
 from ds4spec.policy.acceptance import LATER_TOKENS_PRIOR, Acceptance, AcceptanceModel, expected_tokens
 from ds4spec.policy.confidence import ConfidenceCalibration, takes_next
@@ -77,6 +79,10 @@ UNDRAFTED_ALPHA = 0.35
 
 # Where an answer's code is words (a docstring's are copied as the file is; see ``CopyWatch.reworded``).
 REWORDING_EVENTS = frozenset({"comment"})
+# Lookup's first tokens kept at least this often where the text is (a short copy's prior is 0.9): its drafts go out
+# unchecked by the model (``TriggerPolicy._model_checks_copy``).
+CHECK_SPARED = 0.95
+CHECK_TOKENS = 2  # of the model's own, a check's cost: ` ==` then ` string` against lookup's ` == string[::-1]`
 _CHOICE_SOURCES = {"lookup": ("lookup",), "model": ("model",), "hybrid": ("lookup", "model")}
 
 
@@ -340,6 +346,8 @@ class TriggerPolicy(DraftPolicy):
                 k_any = self._model_after_lookup(model, k, best_rate, plain)
                 if k_any:
                     return k_any, "any"
+            if source == "lookup" and "model" in allowed and self._model_checks_copy(model, k, plain):
+                return k, CHECKED
             return k, self._ask([source])
         source = max(probed, key=lambda s: self._promise(model, s))
         if source not in allowed:
@@ -577,6 +585,23 @@ class TriggerPolicy(DraftPolicy):
         return best_length(table, figure.alpha, [n for n in table.ranked_lengths(longest) if n <= longest],
                            first=figure.first)
 
+    def _model_checks_copy(self, model: EventModel, k: int, plain: float) -> bool:
+        """Whether lookup's draft of ``k`` tokens here goes out only where the model's first bytes agree (``CHECKED``):
+        outside a long copy of the prompt, in code, until lookup's first tokens here have shown themselves right
+        (``CHECK_SPARED``), where the model's own drafts pay at this event, and where the check (the model's read of
+        what it has not seen, and a token or two of its own) costs less than lookup's first token is expected to lose
+        when wrong: its pass, and the model's draft that could have gone out instead, about a step. Where the model has
+        yet to read an edited file (an edit's first lines), that read alone costs more."""
+        if self.copies.copy == "long" or self.copies.prose or self.tracker.family_in_force.prose:
+            return False
+        figure = self.copies.figure()
+        first = figure.alpha if figure.first is None else figure.first
+        if first >= CHECK_SPARED:
+            return False
+        check = self.unread.cost() + CHECK_TOKENS * self.learning.model_token_seconds
+        loss = (1 - first) * (self.learning.costs.tables["lookup"].steps_lost(k) + 1) * plain
+        return check < loss and self._best_when_drafted(model, "model")[1] > 1.0 / plain
+
     @staticmethod
     def _ask(sources: list[str]) -> str:
         """One source when one is named; ``any`` (both untried) lets a hybrid try lookup, then the model."""
@@ -650,6 +675,9 @@ class TriggerPolicy(DraftPolicy):
             # The pass was over the drafted tokens, maybe fewer; a model's read is charged by what it read.
             if source == "model":
                 costs.observe(source, drafted, cycle_seconds - read, drafted * self.learning.model_token_seconds)
+            elif self._asked == CHECKED:  # the model read (and agreed): lookup's draft, its cycle the check's too
+                self.unread.read(read)
+                costs.observe(source, drafted, cycle_seconds - read)
             else:
                 costs.observe(source, drafted, cycle_seconds)
             self._learn(source, drafted, accepted)
@@ -666,7 +694,8 @@ class TriggerPolicy(DraftPolicy):
         else:
             costs.observe_plain(cycle_seconds)  # a plain step, or a lookup miss (which costs nothing)
         self.learning.reading.gains.wrote(accepted + 1, won)
-        # Lookup, when asked (alone, or first for ``any``), had a draft or not: once a cycle.
+        # Lookup, when asked (alone, or first for ``any`` or ``checked``), had a draft or not: once a cycle. A draft the
+        # model's check turned down counts as none: there lookup's matches are no use, and the model is asked alone.
         lookup_asked = requested and self._asked != "model" and "lookup" in self.sources
         self._matched(lookup_asked, bool(drafted) and source == "lookup")
 
