@@ -27,8 +27,8 @@ answers' reads (``ReadGains``), over the answer's tokens left, pays for that rea
 taught. A model's draft stops short of the length chosen where, by the drafter's own probability of its next tokens,
 going on would not pay (``ds4spec.policy.confidence``). A model's first drafted token and its later ones are kept at
 different rates, and learned apart (``SplitAcceptance``). Where lookup's match outside a long copy is the best draft
-in code and the model pays there too, lookup's draft goes out only if the model's first bytes agree, the model's own
-otherwise (``CHECKED``, ``_model_checks_copy``).
+in code (not in its comments) and the model pays there too, lookup's draft goes out only if the model's first bytes
+agree, the model's own otherwise (``CHECKED``, ``_model_checks_copy``).
 """
 
 from __future__ import annotations
