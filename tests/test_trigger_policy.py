@@ -1250,22 +1250,15 @@ NEW_CODE = b"    if not string:\n        return string"
 HALF_KEPT = [(5, 0), (5, 2)]  # the model's first tokens kept half the time here, and its later ones
 
 
-@pytest.mark.parametrize(("model_runs", "lookup_shown_right", "asked"), [
-    (HALF_KEPT, False, "checked"),
-    ([(5, 0)] * 19 + [(5, 1)], False, "lookup"),  # the model does not pay here: no check is worth its cost
-    (HALF_KEPT, True, "lookup"),  # this answer's short copies have been right: none to fear
-], ids=["model-pays", "model-does-not-pay", "copies-shown-right"])
-def test_in_new_code_a_short_copy_goes_out_only_where_a_model_that_pays_agrees(
-    book: RuleBook, model_runs: list[tuple[int, int]], lookup_shown_right: bool, asked: str
-) -> None:
-    """On HumanEval prompts tuning never saw (F32 pair, run 79), 26 of the triggers' 31 lookup drafts on code and
-    comment lines were rejected at their first token: an answer's `return string` went on with the `` == string[::-1]``
-    of another function. Where the model pays, lookup's draft is checked against the model's first bytes first."""
+def _after_new_code(book: RuleBook, answer: bytes, model_runs: list[tuple[int, int]],
+                    lookup_shown_right: bool = False) -> TriggerPolicy:
+    """A memory-bound target's triggers, a completion of ``PALINDROME`` gone on with ``answer``, where every length
+    has cost about a step and the model's drafts at the answer's last event went as ``model_runs`` (ten times)."""
     policy = TriggerPolicy(book, "python", 16, ("lookup", "model"), TriggerLearning(MEMORY_BOUND))
     policy.begin(DraftContext(text=PALINDROME))
     policy.observe(0, 0, 0, 1.0, "none")
-    policy.extend(NEW_CODE)
-    assert _at(policy, PALINDROME + NEW_CODE) >= 0 and policy.copies.copy == "short"
+    policy.extend(answer)
+    assert _at(policy, PALINDROME + answer) >= 0 and policy.copies.copy == "short"
     event = policy._current
     assert event is not None
     for _ in range(10):
@@ -1278,6 +1271,21 @@ def test_in_new_code_a_short_copy_goes_out_only_where_a_model_that_pays_agrees(
         if lookup_shown_right:
             policy.learning.lookup.short_copy.observe(8, 8)
     event.attempts.update(lookup=10, model=10)
+    return policy
+
+
+@pytest.mark.parametrize(("model_runs", "lookup_shown_right", "asked"), [
+    (HALF_KEPT, False, "checked"),
+    ([(5, 0)] * 19 + [(5, 1)], False, "lookup"),  # the model does not pay here: no check is worth its cost
+    (HALF_KEPT, True, "lookup"),  # this answer's short copies have been right: none to fear
+], ids=["model-pays", "model-does-not-pay", "copies-shown-right"])
+def test_in_new_code_a_short_copy_goes_out_only_where_a_model_that_pays_agrees(
+    book: RuleBook, model_runs: list[tuple[int, int]], lookup_shown_right: bool, asked: str
+) -> None:
+    """On HumanEval prompts tuning never saw (F32 pair, run 79), 26 of the triggers' 31 lookup drafts on code and
+    comment lines were rejected at their first token: an answer's `return string` went on with the `` == string[::-1]``
+    of another function. Where the model pays, lookup's draft is checked against the model's first bytes first."""
+    policy = _after_new_code(book, NEW_CODE, model_runs, lookup_shown_right)
     assert _at(policy, PALINDROME + NEW_CODE) > 0 and policy.source == asked
 
 
@@ -1285,20 +1293,7 @@ def test_a_comment_s_lookup_draft_is_not_checked(book: RuleBook) -> None:
     """A comment rewords the prompt in words neither source knows: turned down there, lookup's drafts became the
     model's, as often rejected, and pooled across events they priced the model out of the code lines too (F32 pair,
     HumanEval/19: 126 target passes for 128 tokens, against 31 where the model went on drafting)."""
-    policy = TriggerPolicy(book, "python", 16, ("lookup", "model"), TriggerLearning(MEMORY_BOUND))
-    policy.begin(DraftContext(text=PALINDROME))
-    policy.observe(0, 0, 0, 1.0, "none")
     comment = NEW_CODE + b"\n\n    # The shortest palindrome that begins with"  # the docstring's words: a short copy
-    policy.extend(comment)
-    assert _at(policy, PALINDROME + comment) >= 0 and policy.event == "python.comment"
-    event = policy._current
-    assert event is not None
-    for _ in range(10):
-        for k in (1, 2, 3, 4, 6, 8):
-            policy.learning.costs.observe("lookup", k, 1.0 + 0.1 * k)
-            policy.learning.costs.observe("model", k, 1.0 + 0.1 * k)
-        policy.learning.costs.observe_plain(1.0)
-        for run in HALF_KEPT:
-            event.acceptance.observe(*run)
-    event.attempts.update(lookup=10, model=10)
-    assert _at(policy, PALINDROME + comment) > 0 and policy.source in ("lookup", "any")
+    policy = _after_new_code(book, comment, HALF_KEPT)
+    assert _at(policy, PALINDROME + comment) > 0 and policy.event == "python.comment"
+    assert policy.source in ("lookup", "any")
