@@ -6,10 +6,12 @@ fixed prior of one half let one rejected draft end the model's turn there: measu
 the F32 pair (run 59, one ``ds4spec complete`` a prompt), the first comment line of an answer rejected the model's
 first draft, its figure fell to 0.33, lookup's few matches (a fifth of them right) took the event over, and the
 triggers ran at 1.50x against 1.72x for SmolLM2 alone, whose one figure rose with every other line it guessed. So an
-event's figure starts from what the model gets at the other events, weighted as a few drafts, and follows it while the
-event's own drafts are few; they move it away from there as they come. That holds while the event's evidence is all of
-the current answer (``PooledAcceptance``). A draft's first token and its later ones are kept at different rates, and
-each has such a figure (``SplitAcceptance``).
+event's figure starts from what the model gets at the other events of its kind, weighted as a few drafts, and follows
+it while the event's own drafts are few; they move it away from there as they come. That holds while the event's
+evidence is all of the current answer (``PooledAcceptance``). The kinds are words (comments, docstrings, prose) and code,
+each with its pool (``ds4spec.policy.triggers.WORDS_EVENTS``): one pool for both let an answer's opening comment, whose
+words the model guessed wrong, price it out of the code lines after it (run 79). A draft's first token and its later
+ones are kept at different rates, and each has such a figure (``SplitAcceptance``).
 """
 
 from __future__ import annotations
