@@ -8,10 +8,10 @@ first draft, its figure fell to 0.33, lookup's few matches (a fifth of them righ
 triggers ran at 1.50x against 1.72x for SmolLM2 alone, whose one figure rose with every other line it guessed. So an
 event's figure starts from what the model gets at the other events of its kind, weighted as a few drafts, and follows
 it while the event's own drafts are few; they move it away from there as they come. That holds while the event's
-evidence is all of the current answer (``PooledAcceptance``). The kinds are words (comments, docstrings, prose) and code,
-each with its pool (``ds4spec.policy.triggers.WORDS_EVENTS``): one pool for both let an answer's opening comment, whose
-words the model guessed wrong, price it out of the code lines after it (run 79). A draft's first token and its later
-ones are kept at different rates, and each has such a figure (``SplitAcceptance``).
+evidence is all of the current answer (``PooledAcceptance``). The kinds are words (comments, docstrings, prose) and
+code, each with its pool (``ds4spec.policy.triggers.WORDS_EVENTS``): one pool for both let an answer's opening comment,
+whose words the model guessed wrong, price it out of the code lines after it (run 79). A draft's first token and its
+later ones are kept at different rates, and each has such a figure (``SplitAcceptance``).
 """
 
 from __future__ import annotations
