@@ -43,9 +43,13 @@ def run_plain(target: LlamaTarget, request: GenerationRequest) -> Finished:
 
 def run_spec(
     target: LlamaTarget, drafter: Drafter, request: GenerationRequest, context: bytes | DraftContext, *,
-    policy: DraftPolicy | None = None, warmup: int = 0, deadline_s: float = 2.0, background: bool = True,
+    policy: DraftPolicy | None = None, warmup: int = 0, deadline_s: float = 30.0, background: bool = True,
     inline: bool = False, confidence_stop: bool = True,
 ) -> tuple[Finished, list[CycleReport], GuardedDrafter]:
+    """One speculative generation through a guarded drafter. The deadline is far above any draft's time: at the
+    guard's own 2 s, a tiny model's catch-up on the target's thread timed out once on a 2-core machine kept busy by
+    two other processes, and the tests that say no draft failed are about the output, not the machine's load (the
+    deadline's tests give their own)."""
     guarded = GuardedDrafter(drafter, deadline_s=deadline_s, background=background, inline=inline)
     target.reset()
     if isinstance(context, bytes):
