@@ -57,6 +57,8 @@ PROMPTS = [
     b"class Node:\n    def __init__(self, value):\n        self.value = value\n",
     b"x = [1, 2, 3]\ny = [1, 2, 3]\nz = [",
 ]
+
+
 class CheckedLength(FixedLength):
     """Always the same length, asking for lookup's draft where the model agrees (``CHECKED``)."""
 

@@ -1291,8 +1291,8 @@ def test_in_new_code_a_short_copy_goes_out_only_where_a_model_that_pays_agrees(
 
 def test_a_comment_s_lookup_draft_is_not_checked(book: RuleBook) -> None:
     """A comment rewords the prompt in words neither source knows: turned down there, lookup's drafts became the
-    model's, as often rejected, and pooled across events they priced the model out of the code lines too (F32 pair,
-    HumanEval/19: 126 target passes for 128 tokens, against 31 where the model went on drafting)."""
+    model's, as often rejected (F32 pair, run 79, with one pool for every event, whose figure they then also dragged
+    down at the code lines: HumanEval/19 in 126 target passes for 128 tokens, against 31 where the model drafted on)."""
     comment = NEW_CODE + b"\n\n    # The shortest palindrome that begins with"  # the docstring's words: a short copy
     policy = _after_new_code(book, comment, HALF_KEPT)
     assert _at(policy, PALINDROME + comment) > 0 and policy.event == "python.comment"

@@ -168,7 +168,7 @@ class TriggerLearning:
         for model in self.events.values():
             model.new_generation()
 
-    def model(self, key: str, rule: Rule, kind: str = "code") -> EventModel:
+    def model(self, key: str, rule: Rule, kind: str) -> EventModel:
         """The event ``key``'s model, drawn toward the model's drafts at the events of its ``kind`` (``POOL_KINDS``)."""
         if key not in self.events or self.events[key].rule != rule:
             if key in self.events:
@@ -610,8 +610,9 @@ class TriggerPolicy(DraftPolicy):
             return False
         if self.event.rpartition(".")[2] in REWORDING_EVENTS:
             # A comment rewords the prompt in words neither source knows: turned down there, lookup's drafts became
-            # the model's, rejected as often, and their rejections, pooled across events while the model's drafts
-            # are few, priced the model out of the code lines too (run 79: HumanEval/19 in 126 passes against 31).
+            # the model's, rejected as often (run 79, measured while one pool held every event, when their rejections
+            # also priced the model out of the code lines: HumanEval/19 in 126 passes against 31; comments are pooled
+            # apart since run 80, and the check there has not been measured again).
             return False
         figure = self.copies.figure()
         first = figure.alpha if figure.first is None else figure.first
