@@ -1,7 +1,8 @@
-"""The order of `ds4spec bench`'s runs: no mode always runs first on its prompt.
+"""The order of `ds4spec bench`'s runs: each mode runs first on its prompt as often as any other, and last too.
 
 Of two runs of one prompt the second was measured 2.7% faster, and the bench once ran plain first on every
-prompt, so every speedup carried that bias. Now the order is reversed every other prompt.
+prompt, so every speedup carried that bias. Then the order was reversed every other prompt, which left a third
+mode in the middle of every prompt's runs; now it also turns by one mode every two prompts.
 """
 
 from __future__ import annotations
@@ -13,19 +14,24 @@ import sys
 from pathlib import Path
 
 
-def test_every_other_prompt_runs_its_modes_in_reverse_order(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+def test_three_modes_run_in_all_six_orders_over_six_prompts(tiny_models: dict[str, Path], tmp_path: Path) -> None:
     target, drafter = str(tiny_models["bpe"]), str(tiny_models["spm"])
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "ds4spec", "bench", "--target", target, "--draft", drafter,
-                           "--mode", drafter, "--mode", "lookup", "--workload", "humaneval", "--limit", "3",
+                           "--mode", drafter, "--mode", "lookup", "--workload", "humaneval", "--limit", "6",
                            "--max-tokens", "12", "--out", str(out)],
                           capture_output=True, timeout=300, env=dict(os.environ), text=True)
     assert proc.returncode == 0, proc.stderr
     runs = json.loads(out.read_text())["runs"]
     tasks = list(dict.fromkeys(r["task_id"] for r in runs))
-    assert len(tasks) == 3
+    assert len(tasks) == 6
     order = [[r["mode"] for r in runs if r["task_id"] == task] for task in tasks]
-    assert order == [["plain", drafter, "lookup"], ["lookup", drafter, "plain"], ["plain", drafter, "lookup"]]
+    # Reversed every other prompt, turned by one mode every two.
+    assert order == [["plain", drafter, "lookup"], ["lookup", drafter, "plain"],
+                     [drafter, "lookup", "plain"], ["plain", "lookup", drafter],
+                     ["lookup", "plain", drafter], [drafter, "plain", "lookup"]]
+    for mode in ("plain", drafter, "lookup"):
+        assert [o[0] for o in order].count(mode) == 2 and [o[-1] for o in order].count(mode) == 2
     # Plain's answer is known only after the last run of a reversed prompt, and every run is still compared with it.
     assert all(r["identical_to_plain"] for r in runs), [(r["task_id"], r["mode"]) for r in runs]
     assert all(r["committed_tokens"] > 0 for r in runs)
@@ -46,7 +52,7 @@ def test_each_prompt_runs_as_often_as_asked_with_the_order_reversed_from_run_to_
     labels = list(dict.fromkeys(r["task_id"] for r in runs))
     assert labels == ["HumanEval/0", "HumanEval/0 #2", "HumanEval/1", "HumanEval/1 #2"]
     order = [[r["mode"] for r in runs if r["task_id"] == label] for label in labels]
-    assert order == [["plain", "lookup"], ["lookup", "plain"]] * 2
+    assert order == [["plain", "lookup"], ["lookup", "plain"], ["lookup", "plain"], ["plain", "lookup"]]
     # A prompt's runs give the same greedy answer, and each is compared with the plain run beside it.
     for label in labels[1::2]:
         first, again = ([r for r in runs if r["task_id"] == name and r["mode"] == "plain"]

@@ -2,11 +2,11 @@
 
 Per workload and mode it reports tokens/s, speedup over plain, acceptance, mean accepted length per verify
 pass, the share of time spent drafting and verifying, and whether every output was identical to plain.
-Runs are interleaved (plain, then each mode, prompt by prompt, the order reversed every other prompt) so that
-drift in machine speed, and whatever makes a prompt's second run faster, hit all modes alike. ``--peers`` runs
-other systems on the same target file and prompts (``ds4spec.bench.peers``), between ds4spec's own runs of each
-prompt unless ``--peers-apart``, and adds a cross-system table; ``--plot DIR`` draws charts of the whole report
-(``ds4spec.bench.plots``).
+Runs are interleaved (plain, then each mode, prompt by prompt, the order reversed every other prompt and turned by
+one mode every two) so that drift in machine speed, and whatever makes a prompt's first run slower, hit all modes
+alike. ``--peers`` runs other systems on the same target file and prompts (``ds4spec.bench.peers``), between
+ds4spec's own runs of each prompt unless ``--peers-apart``, and adds a cross-system table; ``--plot DIR`` draws
+charts of the whole report (``ds4spec.bench.plots``).
 """
 
 from __future__ import annotations
@@ -292,14 +292,15 @@ class _Sitting:
         for i, (task, prompt) in enumerate(tasks):
             for run in range(self.repeat):
                 label = run_label(task.task_id, run)
-                reverse = (i * self.repeat + run) % 2 == 1
+                turn, odd = divmod(i * self.repeat + run, 2)
+                reverse = odd == 1
                 self.timed.append(replace(prompt, task_id=label))
                 # The peers' runs reverse with ds4spec's (``_task``): the in-process llama.cpp plain run, always
                 # after ds4spec's modes, ran 9 to 11% ahead of ds4spec plain on the f32 pair's code in runs 75 and
                 # 78, where ds4spec plain and llama-server plain, interleaved alone, were level (0.993, run 78).
                 if self.peers and reverse:
                     self.peers.run(self.timed[-1], reverse=True)
-                self._task(target, task, prompt, tallies, reverse=reverse, label=label)
+                self._task(target, task, prompt, tallies, reverse=reverse, turn=turn, label=label)
                 print(f"ds4spec: bench {workload} {label} done", file=sys.stderr, flush=True)
                 if self.peers and not reverse:
                     self.peers.run(self.timed[-1])
@@ -314,12 +315,15 @@ class _Sitting:
                                            "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
 
     def _task(self, target: LlamaTarget, task: Task, prompt: BenchTask, tallies: dict[str, Tally],
-              reverse: bool, label: str) -> None:
+              reverse: bool, turn: int, label: str) -> None:
         request = GenerationRequest(list(prompt.prompt), self.settings.max_tokens, SamplingSettings(), task.stop)
         key = (task.workload, label)
         # Of two runs of one prompt, the second was measured 2.7% faster (on the AVX2 machine): every other
-        # prompt (and run of a prompt) runs its modes in reverse order, so that no mode always runs first.
+        # prompt (and run of a prompt) runs its modes in reverse order, and every two the order turns by one mode,
+        # so that each mode runs first, and last, as often as any other (reversed alone, a third mode ran neither
+        # first nor last on any prompt). Three modes take all six orders in six prompts.
         order = ["plain", *self.plans]
+        order = order[turn % len(order):] + order[: turn % len(order)]
         if reverse:
             order.reverse()
         results: dict[str, list[Event]] = {}
