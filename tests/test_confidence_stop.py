@@ -13,7 +13,8 @@ from ds4spec.policy.cycle_costs import CycleCosts
 from ds4spec.policy.gate import GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import load_rulebook
-from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
+from ds4spec.policy.trigger_learning import TriggerLearning
+from ds4spec.policy.triggers import TriggerPolicy
 
 # A pass over n tokens in plain steps: the F32 pair on a 2-core AMD EPYC (memory-bound), and the Q4_K_M target on a
 # 2-core CPU (compute-bound).

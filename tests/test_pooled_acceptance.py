@@ -18,7 +18,8 @@ from ds4spec.policy.pooling import (
     SplitAcceptance,
 )
 from ds4spec.policy.rules import RuleBook, load_rulebook
-from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
+from ds4spec.policy.trigger_learning import TriggerLearning
+from ds4spec.policy.triggers import TriggerPolicy
 
 CODE = b"def total(xs):\n    return sum(x for x in "
 COMMENT = b"def total(xs):\n    # the sum of "

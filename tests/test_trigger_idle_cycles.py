@@ -20,7 +20,8 @@ from ds4spec.policy.probing import PROBE_SHARE
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.syntax import SyntaxTracker
-from ds4spec.policy.triggers import EventModel, TriggerLearning, TriggerPolicy
+from ds4spec.policy.trigger_learning import EventModel, TriggerLearning
+from ds4spec.policy.triggers import TriggerPolicy
 
 # A pass over n tokens in plain steps: an H200 (run 40), a 2-core AVX-512 CPU with Q4_K_M, F16 there, and no profile
 # measured (lengths not yet measured are estimated from a prior cost per token).

@@ -37,7 +37,8 @@ from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ANSWER_PRIOR, ReadingCosts
 from ds4spec.policy.rules import RuleBook, load_rulebook
 from ds4spec.policy.syntax import SyntaxTracker
-from ds4spec.policy.triggers import FIRST_TRY_SHORT, TriggerLearning, TriggerPolicy
+from ds4spec.policy.trigger_learning import TriggerLearning
+from ds4spec.policy.triggers import FIRST_TRY_SHORT, TriggerPolicy
 
 # Two places in Python code, as the tracker sees them: inside a comment (rule: 6 tokens) and inside a string
 # (rule: 4 tokens).

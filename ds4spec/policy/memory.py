@@ -21,7 +21,8 @@ from ds4spec.policy.gate import FixedLength, GatedPolicy
 from ds4spec.policy.profile import VerifyProfile
 from ds4spec.policy.reading import ModelReading
 from ds4spec.policy.rules import RuleBook
-from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
+from ds4spec.policy.trigger_learning import TriggerLearning
+from ds4spec.policy.triggers import TriggerPolicy
 
 
 @dataclass(slots=True)

@@ -14,21 +14,22 @@ prompt at the moment: lookup's acceptance is learned apart there (``ds4spec.poli
 nothing, so where lookup and the model compete, lookup is worth its match rate times its rate when it matches, plus
 a plain step's rate the rest of the time. It drafts the length with the best expected rate ``E(k) / cost(k)``
 (``ds4spec.policy.cycle_costs``: the machine's verify profile gives every length's cost; without one it climbs one
-length above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step, and
-probes again with back-off so that an event that starts to pay is noticed (per event; lookup alone, whose figure is
-one for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any
+length above the longest it measured while that one is the best), goes down to 0 where no length beats a plain step,
+and probes again with back-off so that an event that starts to pay is noticed (per event; lookup alone, whose figure
+is one for all events, on one clock an answer). Where lookup alone is asked and nothing it could draft pays at any
 event, the event is not looked up at all (``NO_DRAFT_PAYS``). A model that waits its turn must first read the text
 it has not seen (``ds4spec.policy.reading``): what lookup or the target wrote since it last drafted is charged to
 the cycle that asks it (in prose, by share), the prompt's first read to the share of the answer that cycle is
 expected to write; and while the prompt is unread no cycle asks it unless what its drafts won a token after earlier
 answers' reads (``ReadGains``), over the answer's tokens left, pays for that read. Where a rule says not to draft
-(prose), a model whose drafts pay even at the acceptance such text gets is tried there at once. What it learns lives in
-``TriggerLearning``, which an engine keeps across generations: a chat's tenth answer starts from what the first nine
-taught. A model's draft stops short of the length chosen where, by the drafter's own probability of its next tokens,
-going on would not pay (``ds4spec.policy.confidence``). A model's first drafted token and its later ones are kept at
-different rates, and learned apart (``SplitAcceptance``). Where lookup's match outside a long copy is the best draft
-in code (not in its comments) and the model pays there too, lookup's draft goes out only if the model's first bytes
-agree, the model's own otherwise (``CHECKED``, ``_model_checks_copy``).
+(prose), a model whose drafts pay even at the acceptance such text gets is tried there at once. What it learns lives
+in ``TriggerLearning`` (``ds4spec.policy.trigger_learning``), which an engine keeps across generations: a chat's
+tenth answer starts from what the first nine taught. A model's draft stops short of the length chosen where, by the
+drafter's own probability of its next tokens, going on would not pay (``ds4spec.policy.confidence``). A model's
+first drafted token and its later ones are kept at different rates, and learned apart (``SplitAcceptance``). Where
+lookup's match outside a long copy is the best draft in code (not in its comments) and the model pays there too,
+lookup's draft goes out only if the model's first bytes agree, the model's own otherwise (``CHECKED``,
+``_model_checks_copy``).
 """
 
 from __future__ import annotations
@@ -38,19 +39,16 @@ from collections.abc import Sequence
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import CHECKED, DraftContext
 from ds4spec.core.events import NO_DRAFT_PAYS, NOTHING_TO_DRAFT
-from ds4spec.policy.acceptance import LATER_TOKENS_PRIOR, Acceptance, AcceptanceModel, expected_tokens
-from ds4spec.policy.confidence import ConfidenceCalibration, takes_next
-from ds4spec.policy.copying import CopyWatch, LookupAcceptance
-from ds4spec.policy.cycle_costs import OPTIMISTIC_ALPHA, CycleCosts, best_length, candidate_lengths
-from ds4spec.policy.gate import CARRIED_TRIALS
-from ds4spec.policy.pooling import AcceptancePool, SplitAcceptance
+from ds4spec.policy.acceptance import Acceptance, expected_tokens
+from ds4spec.policy.confidence import takes_next
+from ds4spec.policy.copying import CopyWatch
+from ds4spec.policy.cycle_costs import OPTIMISTIC_ALPHA, best_length, candidate_lengths
 from ds4spec.policy.probing import ProbeBackoff
-from ds4spec.policy.profile import VerifyProfile
-from ds4spec.policy.reading import ModelReading, UnreadText
-from ds4spec.policy.rules import Family, Rule, RuleBook
+from ds4spec.policy.reading import UnreadText
+from ds4spec.policy.rules import Family, RuleBook
 from ds4spec.policy.syntax import SyntaxTracker, code_event
+from ds4spec.policy.trigger_learning import SOURCES, EventModel, TriggerLearning
 
-SOURCES = ("lookup", "model")
 # A lookup miss, in plain steps: the step, and the search and bookkeeping around it. Counted as a plain step alone, a
 # lookup that almost never matches at an event would still win there by a hair over plain decoding (its misses are
 # plain steps) and keep a model that pays from being asked again.
@@ -87,94 +85,7 @@ WORDS_EVENTS = frozenset({"comment", "docstring"})
 # unchecked by the model (``TriggerPolicy._model_checks_copy``).
 CHECK_SPARED = 0.95
 CHECK_TOKENS = 2  # of the model's own, a check's cost: ` ==` then ` string` against lookup's ` == string[::-1]`
-POOL_KINDS = ("words", "code")
 _CHOICE_SOURCES = {"lookup": ("lookup",), "model": ("model",), "hybrid": ("lookup", "model")}
-
-
-class SourceCosts:
-    """Whole-cycle seconds per draft length for each drafter source; a plain step is the same for all."""
-
-    def __init__(self, profile: VerifyProfile | None = None) -> None:
-        self.tables = {source: CycleCosts(profile) for source in SOURCES}
-
-    def plain_step(self) -> float | None:
-        return self.tables[SOURCES[0]].plain_step()
-
-    def plain_is_stale(self) -> bool:
-        return any(table.plain_is_stale() for table in self.tables.values())
-
-    def new_generation(self) -> None:
-        for table in self.tables.values():
-            table.new_generation()
-
-    def observe_plain(self, seconds: float) -> None:
-        for table in self.tables.values():
-            table.observe(0, seconds)
-
-    def observe(self, source: str, k: int, seconds: float, drafting: float = 0.0) -> None:
-        """A cycle of ``source`` drafting ``k`` tokens took ``seconds`` (``CycleCosts.observe``)."""
-        self.tables[source].observe(k, seconds, drafting)
-        for name, table in self.tables.items():
-            table.generation_started()
-            if k and name != source:
-                table.aftermath_begins()  # the plain steps after it are no measure of a plain step here either
-
-
-class EventModel:
-    """What is known of one event: acceptance per source, and when to probe again while it does not pay."""
-
-    def __init__(self, rule: Rule, kind: str, first: AcceptancePool, later: AcceptancePool) -> None:
-        self.rule = rule
-        self.kind = kind  # words or code: the events whose drafts this one's figure is drawn toward
-        # The model's drafts here, first tokens and later ones apart (each drawn toward the others' while all new).
-        self.acceptance = SplitAcceptance(first, later)
-        self.matches = AcceptanceModel()  # how often lookup, asked here, had a draft at all
-        self.attempts = dict.fromkeys(SOURCES, 0)  # cycles that asked each source for a draft
-        self.probing = ProbeBackoff()
-
-    def new_generation(self) -> None:
-        """Keeps what was learned, lightly held (``CARRIED_TRIALS``), and watches the event closely again."""
-        self.acceptance.carry_over(CARRIED_TRIALS)
-        self.matches.carry_over(CARRIED_TRIALS)
-        self.probing.reset()
-
-
-class TriggerLearning:
-    """Costs and per-event models, kept by an engine across generations (reset when its drafter changes)."""
-
-    def __init__(self, profile: VerifyProfile | None = None, reading: ModelReading | None = None) -> None:
-        self.costs = SourceCosts(profile)  # the model's cycles without its reads
-        self.reading = reading or ModelReading()  # the model's reads of text it had not seen, and what it holds
-        self.events: dict[str, EventModel] = {}
-        # The model's drafts at every event of a kind, words or code (``ds4spec.policy.pooling``): their first tokens,
-        # and the later ones. One pool for both, an answer's first comment line, whose words the model guessed wrong
-        # three times, priced it out of the code lines after it, which went by in plain steps (run 79: HumanEval/19 in
-        # 126 target passes, against 60 in the runs whose model drafted there).
-        self.pools = {kind: (AcceptancePool(), AcceptancePool(LATER_TOKENS_PRIOR)) for kind in POOL_KINDS}
-        self.lookup = LookupAcceptance()  # lookup's drafts, at every event
-        self.lookup_drafts = 0  # in this generation
-        # When to probe lookup alone again where its figure says no: one clock an answer, as its figure is one for
-        # every event (a clock per event probed it at each event in turn: on code, five events, five times as often).
-        self.lookup_probing = ProbeBackoff()
-        self.model_token_seconds = 0.0  # a model's drafted token, as measured at load (0: not measured)
-        self.confidence = ConfidenceCalibration()  # where the model's drafts stop
-
-    def new_generation(self) -> None:
-        self.reading.new_generation()
-        self.costs.new_generation()
-        self.lookup.carry_over()
-        self.lookup_drafts = 0
-        self.lookup_probing.reset()
-        for model in self.events.values():
-            model.new_generation()
-
-    def model(self, key: str, rule: Rule, kind: str) -> EventModel:
-        """The event ``key``'s model, drawn toward the model's drafts at the events of its ``kind`` (``POOL_KINDS``)."""
-        if key not in self.events or self.events[key].rule != rule:
-            if key in self.events:
-                self.events[key].acceptance.retire()
-            self.events[key] = EventModel(rule, kind, *self.pools[kind])
-        return self.events[key]
 
 
 class TriggerPolicy(DraftPolicy):

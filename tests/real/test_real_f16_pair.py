@@ -25,7 +25,8 @@ from ds4spec.drafters.llama_drafter import LlamaDrafter
 from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.policy.gate import FixedLength
 from ds4spec.policy.rules import load_rulebook
-from ds4spec.policy.triggers import TriggerLearning, TriggerPolicy
+from ds4spec.policy.trigger_learning import TriggerLearning
+from ds4spec.policy.triggers import TriggerPolicy
 
 MAX_TOKENS = 40
 
