@@ -70,9 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "to check on prompts that tuning never saw (default 0)")
     g.add_argument("--max-tokens", type=int, default=128, metavar="N", help="tokens per answer (default 128)")
     g.add_argument("--repeat", type=int, default=1, metavar="N", help="run each prompt N times, plain, every mode "
-                   "and every peer each time, the order reversed from run to run; the figures are over all runs "
-                   "(default 1). On a machine whose speed drifts from minute to minute, a speedup measured over "
-                   "more runs spreads less")
+                   "and every peer each time, the modes' order reversed from run to run and turned every two runs; the "
+                   "figures are over all runs (default 1). On a machine whose speed drifts from minute to minute, a "
+                   "speedup measured over more runs spreads less")
     g.add_argument("--fresh", action="store_true", help="start every answer's policy from nothing learned, as each "
                    "`ds4spec complete` does (one prompt a process); by default the policies learn across the "
                    "bench's prompts, as an engine does across a session")
