@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ds4spec.faces.http.app import HttpOptions, build_app
     from ds4spec.faces.http.scheduler import Scheduler
+    from ds4spec.faces.shared.engine_worker import Closed
 
     scheduler = Scheduler(settings, args.max_queue)
     scheduler.start()
@@ -101,13 +102,15 @@ def run(args: argparse.Namespace) -> int:
           "the models are loading", file=sys.stderr, flush=True)
     # uvicorn hands a caught SIGTERM back to the handler it found: ours makes it a clean exit, code 0.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    code = 130  # uvicorn hands a caught SIGINT back as KeyboardInterrupt: the command line's exit code 130
     try:
         Server(config).run(sockets=[listener])
+        code = 0
     finally:
-        if not scheduler.close():
-            print("ds4spec: the generation did not stop in time; exiting without freeing the models",
-                  file=sys.stderr, flush=True)
-            os._exit(1)
+        closed = scheduler.close()
+        if closed is not Closed.FREED:
+            print(f"ds4spec: {closed.value}", file=sys.stderr, flush=True)
+            os._exit(code if closed is Closed.LOADING else 1)  # a stop asked for during the load is a clean one
     return 0
 
 

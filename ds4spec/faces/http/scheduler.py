@@ -19,7 +19,7 @@ from ds4spec.engine.settings import Settings
 from ds4spec.errors import ContextOverflow, Ds4Error, InputError, UsageError
 from ds4spec.faces.http.errors import ApiError, bad_request, internal, queue_full, unavailable
 from ds4spec.faces.http.jobs import HttpJob, Started
-from ds4spec.faces.shared.engine_worker import EngineWorker
+from ds4spec.faces.shared.engine_worker import Closed, EngineWorker
 from ds4spec.faces.shared.generating import Outcome, run_generation
 
 log = logging.getLogger("ds4spec.faces.http")
@@ -102,8 +102,8 @@ class Scheduler:
                 self._worker.running.cancel.set()
             self._lock.notify_all()
 
-    def close(self, timeout: float = 30.0) -> bool:
-        """Stops everything and frees the models; False when the worker did not stop in time."""
+    def close(self, timeout: float = 30.0) -> Closed:
+        """Stops everything and frees the models (``EngineWorker.close``)."""
         self.stop_all()
         return self._worker.close(timeout)
 

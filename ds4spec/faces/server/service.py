@@ -26,7 +26,7 @@ from ds4spec.faces.server.framing import FrameWriter
 from ds4spec.faces.server.jobs import Job, Outcome, run_job
 from ds4spec.faces.server.params import STOP_AT, cancel_target, chat_params, complete_params
 from ds4spec.faces.server.rpc import Request, RequestId, RpcError
-from ds4spec.faces.shared.engine_worker import EngineWorker
+from ds4spec.faces.shared.engine_worker import Closed, EngineWorker
 from ds4spec.faces.shared.generation_params import CompleteParams
 
 log = logging.getLogger("ds4spec.faces.server")
@@ -236,8 +236,8 @@ class Service:
             if self._worker.running is not None:
                 self._worker.running.stop(why)
 
-    def close(self, timeout: float = 30.0) -> bool:
-        """Stops every job and the worker, then frees the models; False when the worker did not stop in time."""
+    def close(self, timeout: float = 30.0) -> Closed:
+        """Stops every job and the worker, then frees the models (``EngineWorker.close``)."""
         self._stop_all("the server is shutting down")
         return self._worker.close(timeout)
 

@@ -21,6 +21,7 @@ from ds4spec.faces.server import rpc
 from ds4spec.faces.server.framing import MAX_MESSAGE_BYTES, FrameReader, FrameWriter, FramingError
 from ds4spec.faces.server.rpc import RpcError
 from ds4spec.faces.server.service import Service
+from ds4spec.faces.shared.engine_worker import Closed
 
 log = logging.getLogger("ds4spec.faces.server")
 
@@ -55,11 +56,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         code = serve(FrameReader(sys.stdin.buffer, MAX_MESSAGE_BYTES), writer, service)
     finally:
-        clean = service.close()
-        if not clean:
-            # The worker is stuck inside the model: freeing the model under it could crash, so leave now.
-            print("ds4spec: the generation did not stop in time; exiting without freeing the models",
-                  file=sys.stderr, flush=True)
+        closed = service.close()
+        if closed is not Closed.FREED:
+            # The worker is inside llama.cpp: freeing the model under it could crash, so leave now.
+            print(f"ds4spec: {closed.value}", file=sys.stderr, flush=True)
             os._exit(code)
     return code
 

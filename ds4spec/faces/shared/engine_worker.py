@@ -4,6 +4,11 @@ Shared by the editor server (``faces.server``) and the HTTP server (``faces.http
 and how it is answered. The server queues jobs and takes them off the queue under ``lock``; the worker hands each
 job to ``run``, which generates and returns how to deliver its answer. The delivery runs with the lock held as
 the job leaves ``running``, so that a client holding an answer never sees its job still running.
+
+A server told to stop while the models load leaves without waiting for them: llama.cpp's load cannot be
+interrupted, and one from a slow disk (or a named pipe nobody writes) would hold the process for as long as it
+takes (the HTTP server used to answer SIGTERM 14 s later on the default pair, or 30 s and a false "did not stop in
+time" on a load that never ends).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable
+from enum import Enum
 from typing import Generic, TypeVar
 
 from ds4spec.engine.engine import Engine
@@ -24,6 +30,14 @@ Delivery = Callable[[], None]
 
 def _nothing() -> None:
     return None
+
+
+class Closed(Enum):
+    """How a worker's ``close`` ended: the models freed, or why the process must leave without freeing them."""
+
+    FREED = "the models were freed"
+    LOADING = "stopped while the models were loading"
+    STUCK = "the generation did not stop in time; exiting without freeing the models"
 
 
 class EngineWorker(Generic[J]):
@@ -51,20 +65,23 @@ class EngineWorker(Generic[J]):
     def start(self) -> None:
         self._thread.start()
 
-    def close(self, timeout: float = 30.0) -> bool:
-        """Ends the worker once the queue is empty, then frees the models; False when it did not stop in time
-        (the server has stopped the running job first, and answered the queued ones)."""
+    def close(self, timeout: float = 30.0) -> Closed:
+        """Ends the worker once the queue is empty, then frees the models (the server has stopped the running job
+        first, and answered the queued ones); while the models still load, or when the worker does not stop within
+        ``timeout``, it returns at once, and the process must leave without freeing anything (``os._exit``)."""
         with self.lock:
             self.stopping = True
             self.lock.notify_all()
+            if not self.loaded:
+                return Closed.LOADING
         if self._thread.is_alive():
             self._thread.join(timeout)
             if self._thread.is_alive():
-                return False
+                return Closed.STUCK
         if self.engine is not None:
             self.engine.close()
             self.engine = None
-        return True
+        return Closed.FREED
 
     def _work(self) -> None:
         self._load()
