@@ -9,7 +9,12 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 log = logging.getLogger("ds4spec.llama_cpp")
@@ -36,6 +41,45 @@ def _log_text(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     # llama.cpp talks a lot on load; users see it only with DS4SPEC_LLAMA_LOG=1 or -v.
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", text.decode("utf-8", errors="replace").rstrip("\n"))
+
+
+_stop_loading = threading.Event()  # Ctrl-C came while the main thread was inside llama.cpp's load
+
+
+def _loading_goes_on(progress: float, user_data: ctypes.c_void_p) -> bool:
+    return not _stop_loading.is_set()
+
+
+_progress_callback: Any = None  # kept alive here, as the log callback is
+
+
+def _on_interrupt(signum: int, frame: FrameType | None) -> None:
+    _stop_loading.set()
+
+
+@contextmanager
+def interruptible_load(params: Any) -> Iterator[None]:
+    """Makes Ctrl-C stop llama.cpp's model load in ``params`` (``llama_model_params``) at its next tensor, raising
+    ``KeyboardInterrupt`` once the load call has returned. Python's own handler cannot do that: the main thread's
+    only Python code during a load is the log callback, where the ``KeyboardInterrupt`` landed, was printed as
+    "Exception ignored on calling ctypes callback function" and dropped, and the load went on. Off the main thread,
+    or where SIGINT has another handler than Python's default (a server's), nothing changes."""
+    global _progress_callback
+    if threading.current_thread() is not threading.main_thread() or (
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    if _progress_callback is None:
+        _progress_callback = llama_cpp.llama_progress_callback(_loading_goes_on)
+    params.progress_callback = _progress_callback
+    _stop_loading.clear()
+    signal.signal(signal.SIGINT, _on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if _stop_loading.is_set():
+        raise KeyboardInterrupt
 
 
 def init_llama() -> None:

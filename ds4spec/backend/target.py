@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama, llama_cpp
+from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama, interruptible_load, llama_cpp
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.backend.tokenizer import LlamaTokenizer
 from ds4spec.backend.weights_memory import reads_model_weights
@@ -66,7 +66,14 @@ class LlamaTarget:
         self.weights_read = reads_model_weights(opts.mmap, self.n_gpu_layers, self.path)
         if self.weights_read:
             mparams.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
-        model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
+        model = None
+        try:
+            with interruptible_load(mparams):
+                model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
+        except KeyboardInterrupt:
+            if model:  # the load ended before it saw the interrupt
+                llama_cpp.llama_model_free(model)
+            raise
         if not model:
             raise ModelError(
                 f"llama.cpp could not load {self.path} (not a valid GGUF file, or an unsupported architecture)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ds4spec.engine.loading import check_settings
@@ -46,4 +47,10 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if app.conversation.engine is not None:
                 app.conversation.engine.close()
+    if app.loading:
+        # The loading thread is inside llama.cpp, which cannot be interrupted: waiting for it kept the process
+        # (the terminal given back, no prompt) for as long as the load took. The session is closed and saved.
+        sys.stdout.flush()
+        print("ds4spec: stopped while the models were loading", file=sys.stderr, flush=True)
+        os._exit(0)
     return 0

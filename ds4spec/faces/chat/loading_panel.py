@@ -4,10 +4,10 @@ error. The loading runs in a thread worker of the panel, which tells the app how
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from textual import work
 from textual.app import App, ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
@@ -63,11 +63,12 @@ class LoadingPanel(Vertical):
         yield ProgressBar(id="loading-bar", show_eta=False)
 
     def load(self, loader: Loader, settings: Settings) -> None:
-        """Starts loading; ``Loaded`` or ``Failed`` says how it ended."""
+        """Starts loading on a thread of its own; ``Loaded`` or ``Failed`` says how it ended. Not a Textual thread
+        worker: those run in asyncio's default executor, which the app's exit waits for, and llama.cpp's load cannot
+        be interrupted (Ctrl-Q while loading gave the terminal back and kept the process until the load ended)."""
         self.stage("loading the models")
-        self._load(self.app, loader, settings)
+        threading.Thread(target=self._load, args=(self.app, loader, settings), name="ds4spec-load", daemon=True).start()
 
-    @work(thread=True, group="load", exit_on_error=False)
     def _load(self, app: App[Any], loader: Loader, settings: Settings) -> None:
         def on_ui(callback: Callable[..., Any], *args: Any) -> None:
             with contextlib.suppress(RuntimeError):  # the app has stopped: nobody is left to see it

@@ -1,0 +1,44 @@
+"""Ctrl-C while llama.cpp loads a model stops the load and ends the command (exit code 130), instead of landing in
+llama.cpp's log callback, where Python printed "Exception ignored on calling ctypes callback function" and dropped it
+while the load went on (a REPL started anyway). The signal is sent to this process, as the terminal sends it."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from ds4spec.backend.runtime import init_llama, interruptible_load, llama_cpp
+from ds4spec.backend.target import LlamaTarget
+
+
+def test_ctrl_c_inside_the_load_cancels_it_and_is_raised_once_the_call_returns(tiny_bpe_gguf: Path) -> None:
+    init_llama()
+    params = llama_cpp.llama_model_default_params()
+    model = None
+    with pytest.raises(KeyboardInterrupt), interruptible_load(params):
+        os.kill(os.getpid(), signal.SIGINT)  # handled at once, on this thread, without raising here
+        model = llama_cpp.llama_model_load_from_file(str(tiny_bpe_gguf).encode(), params)
+    assert not model  # the progress callback said stop at the first tensor
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_load_without_ctrl_c_is_untouched_and_leaves_python_s_handler(tiny_bpe_gguf: Path) -> None:
+    with LlamaTarget(tiny_bpe_gguf) as target:
+        assert target.n_vocab > 0
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_another_sigint_handler_is_left_alone(tiny_bpe_gguf: Path) -> None:
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        init_llama()
+        params = llama_cpp.llama_model_default_params()
+        with interruptible_load(params):
+            os.kill(os.getpid(), signal.SIGINT)
+        assert seen == [signal.SIGINT] and not params.progress_callback
+    finally:
+        signal.signal(signal.SIGINT, previous)
