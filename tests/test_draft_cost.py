@@ -21,6 +21,7 @@ from ds4spec.drafters.lookup import LookupDrafter
 from ds4spec.engine.engine import Engine
 from ds4spec.engine.settings import Settings
 from ds4spec.policy.costs import (
+    KEPT_FASTEST_S,
     PAY_MARGIN,
     READ_SAMPLE,
     cached_source_costs,
@@ -179,10 +180,30 @@ def test_a_drafters_times_are_kept_for_the_hour_and_judged_again_against_each_pr
     assert other.proposals > 0  # another key is timed
     other.proposals = 0
     stale = {c.source: c for c in cached_source_costs(again, GPU, 64, "key", now=1000.0 + CHECK_EVERY_S)}
-    assert other.proposals > 0 and stale["model"].seconds_per_token == pytest.approx(0.02, abs=0.015)
+    assert other.proposals > 0 and stale["model"] == first["model"]  # timed again, slower: the faster timing stands
+    other.proposals = 0
+    later = {c.source: c for c in cached_source_costs(again, GPU, 64, "key", now=1000.0 + KEPT_FASTEST_S + 1)}
+    assert other.proposals > 0 and later["model"].seconds_per_token == pytest.approx(0.02, abs=0.015)
     costs_file().write_text("{not json")
     assert cached_source_costs(again, GPU, 64, "key")[1].seconds_per_token is not None  # a broken cache: timed
     for guard in (timed, again):
+        guard.close()
+
+
+def test_a_slower_timing_within_a_day_does_not_rule_out_a_source_a_faster_one_let_pay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timed while another process loaded its models, SmolLM2 measured three times slower: kept for the hour, that
+    verdict ruled it out of every command in it, and a source never asked is never measured again."""
+    monkeypatch.setenv("DS4SPEC_HOME", str(tmp_path))
+    busy = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.02)))
+    quiet = GuardedDrafter(HybridDrafter(LookupDrafter(), TimedModel(0.003)))
+    assert not {c.source: c for c in cached_source_costs(busy, GPU, 64, "key", now=0.0)}["model"].affordable
+    faster = {c.source: c for c in cached_source_costs(quiet, GPU, 64, "key", now=CHECK_EVERY_S)}
+    assert faster["model"].affordable  # a faster timing replaces a slower one at once
+    slower = {c.source: c for c in cached_source_costs(busy, GPU, 64, "key", now=2 * CHECK_EVERY_S)}
+    assert slower["model"] == faster["model"]
+    for guard in (busy, quiet):
         guard.close()
 
 
