@@ -1,5 +1,5 @@
 """Getting the models ready, and the panel above the input meanwhile: the step, a progress bar for downloads, or the
-error. The loading runs in a thread worker of the panel, which tells the app how it ended by messages."""
+error. The loading runs on a thread of the panel's own, which tells the app how it ended by messages."""
 
 from __future__ import annotations
 
