@@ -139,10 +139,11 @@ def cached_source_costs(drafter: Proposer, profile: VerifyProfile, draft_max: in
     if timed and all(c.seconds_per_token is not None for c in costs if c.source != "lookup"):
         earlier = entry.get("sources") if isinstance(entry, dict) else None
         kept = earlier if isinstance(earlier, dict) else {}
-        timed = {source: _faster(times, kept.get(source), now) for source, times in timed.items()}
-        write_json(costs_file(), {**cache, key: {"at": now, "sources": timed}})
-        with contextlib.suppress(KeyError, TypeError, ValueError):
-            return [_cached(drafter.name, source, timed, profile, draft_max) for source in drafter.sources]
+        faster = {source: _faster(times, kept.get(source), now) for source, times in timed.items()}
+        write_json(costs_file(), {**cache, key: {"at": now, "sources": faster}})
+        if faster != timed:  # a kept timing stands: the verdict is its
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                return [_cached(drafter.name, source, faster, profile, draft_max) for source in drafter.sources]
     return costs
 
 

@@ -76,7 +76,6 @@ class ChatApp(App[None]):
         self.busy = False  # an answer or a command is running: one at a time
         self.submissions = 0  # Enter presses handled so far: what a test waits on before looking
         self.load_error: str | None = None
-        self.loading = False  # the models are loading: set until the load ends, well or not
 
     # -- layout ------------------------------------------------------------------------------------------
 
@@ -153,8 +152,12 @@ class ChatApp(App[None]):
 
     # -- loading -----------------------------------------------------------------------------------------
 
+    @property
+    def loading(self) -> bool:
+        """The models are loading: neither loaded nor failed."""
+        return self.conversation.engine is None and self.load_error is None
+
     def start_loading(self) -> None:
-        self.loading = True
         self._set_phase("loading")
         self.query_one(LoadingPanel).load(self._loader, self.settings)
 
@@ -162,7 +165,6 @@ class ChatApp(App[None]):
         await self.note(message.text)
 
     def on_loading_panel_failed(self, message: LoadingPanel.Failed) -> None:
-        self.loading = False
         self.load_error = message.why
         self.query_one(LoadingPanel).failed(message.why)
         self._set_phase("error")
@@ -172,7 +174,6 @@ class ChatApp(App[None]):
         self._engine_ready(message.engine)
 
     def _engine_ready(self, engine: Engine) -> None:
-        self.loading = False
         self.conversation.engine = engine
         self.query_one(LoadingPanel).done()
         self._show_models()
