@@ -73,3 +73,31 @@ def test_a_repeat_below_one_is_refused_before_any_model_loads(tiny_models: dict[
                            "--repeat", "0"], capture_output=True, timeout=120, env=dict(os.environ), text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["ds4spec: error: --repeat must be at least 1, got 0"]
+
+
+def test_the_control_runs_plain_again_as_a_mode_interleaved_with_the_others(
+        tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """`--mode control`: plain decoding run again as a mode, in the modes' turns, reported as they are: how far two runs
+    of the same thing differ in this run, beside the modes it is compared with."""
+    target = str(tiny_models["bpe"])
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "ds4spec", "bench", "--target", target, "--mode", "lookup",
+                           "--mode", "control", "--workload", "humaneval", "--limit", "2", "--max-tokens", "12",
+                           "--out", str(out)],
+                          capture_output=True, timeout=300, env=dict(os.environ), text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    runs = report["runs"]
+    order = [[r["mode"] for r in runs if r["task_id"] == task] for task in ("HumanEval/0", "HumanEval/1")]
+    assert order == [["plain", "control", "lookup"], ["lookup", "control", "plain"]]
+    control = [r for r in runs if r["mode"] == "control"]
+    plain = [r for r in runs if r["mode"] == "plain"]
+    # Plain decoding, not a speculative loop that happened to draft nothing: no cycle, no loop time, no drafter.
+    assert all(r["identical_to_plain"] and r["drafted_tokens"] == 0 and r["loop_seconds"] == 0 for r in control)
+    assert [r["target_forward_passes"] for r in control] == [r["target_forward_passes"] for r in plain]
+    rows = {r["mode"]: r for r in report["rows"]}
+    assert list(rows) == ["plain", "control", "lookup"]
+    low, high = rows["control"]["speedup_interval"]
+    assert low <= rows["control"]["speedup"] <= high
+    assert "control" not in report["settings"]["drafters"] and "control" in report["settings"]["modes"]
+    assert any(line.split()[1:2] == ["control"] for line in proc.stdout.splitlines()), proc.stdout

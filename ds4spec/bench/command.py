@@ -26,7 +26,7 @@ from ds4spec import __version__
 from ds4spec.backend.target import LlamaTarget
 from ds4spec.bench.ballast import AUTO_BALLAST_MIB, Ballast, auto_ballast_mib
 from ds4spec.bench.divergence import first_divergence
-from ds4spec.bench.modes import DEFAULT_MODES, ModePlan, learned_costs, load_mode
+from ds4spec.bench.modes import CONTROL, DEFAULT_MODES, ModePlan, learned_costs, load_mode
 from ds4spec.bench.peer_plan import PeerPlan
 from ds4spec.bench.peer_runs import PeerSitting, SystemRuns
 from ds4spec.bench.peers import PEER_KEYS, BenchTask, parse_peers
@@ -78,8 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "bench's prompts, as an engine does across a session")
     g.add_argument("--mode", action="append", metavar="DRAFT", help="a drafter mode to compare with plain: "
                    "pair (the pair's model drafter), lookup, hybrid, triggers (lengths and drafters chosen by "
-                   "syntax events), or a model name or path (repeatable; default: --draft if given, else pair, "
-                   "lookup, hybrid and triggers)")
+                   "syntax events), a model name or path, or control (plain decoding again, interleaved as a mode: "
+                   "how far two runs of the same thing differ in this run) (repeatable; default: --draft if given, "
+                   "else pair, lookup, hybrid and triggers)")
     g.add_argument("--fixed", dest="draft_fixed", action="store_const", const=True, help="the same as "
                    "--draft-fixed: draft exactly --draft-max tokens every cycle instead of letting the policies choose")
     g.add_argument("--sweep", metavar="N,N,...", help="add fixed-N modes (the hybrid drafter drafting exactly N "
@@ -246,6 +247,7 @@ class _Sitting:
         self.ballast = ballast  # MiB held while the systems load (``--ballast``)
         self.repeat = repeat  # runs of each prompt (``--repeat``)
         self.plans: dict[str, ModePlan] = {}
+        self.control = False  # plain decoding again as a mode (``CONTROL``)
         self.systems: dict[str, SystemRuns] = {}  # ds4spec plain and each mode, run by run, for the peers' table
         self.tasks: list[BenchTask] = []  # every prompt, as the peers get it
         self.timed: list[BenchTask] = []  # every run of a prompt, named as the report names it (``run_label``)
@@ -260,7 +262,8 @@ class _Sitting:
             stack.callback(target.close)
             profile = profile_for(target)
             report.settings["verify_profile"] = {str(n): round(profile.ratio(n - 1), 3) for n in sorted(profile.spans)}
-            for mode in modes:
+            self.control = CONTROL in modes
+            for mode in (m for m in modes if m != CONTROL):
                 self.plans[mode] = load_mode(self.settings, mode, profile, self.settings.draft_fixed)
                 stack.callback(self.plans[mode].drafter.close)
             report.settings["target"] = target.name
@@ -286,7 +289,7 @@ class _Sitting:
 
     def _workload(self, target: LlamaTarget, tasks: list[tuple[Task, BenchTask]]) -> None:
         workload = tasks[0][0].workload if tasks else "?"
-        tallies = {"plain": Tally(), **{m: Tally() for m in self.plans}}
+        tallies = {m: Tally() for m in ("plain", *self._compared())}
         for mode in tallies:
             self.systems.setdefault(mode, SystemRuns(f"ds4spec {mode}", "ds4spec", DS4SPEC_PLAIN))
         for i, (task, prompt) in enumerate(tasks):
@@ -314,6 +317,10 @@ class _Sitting:
                 self.report.cycles.append({"workload": workload, "mode": mode, "events": tally.drafts_by_event(),
                                            "accepted_lengths": dict(sorted(tally.accepted_lengths.items()))})
 
+    def _compared(self) -> list[str]:
+        """The modes compared with plain, in the order of the first prompt's runs."""
+        return [*([CONTROL] if self.control else []), *self.plans]
+
     def _task(self, target: LlamaTarget, task: Task, prompt: BenchTask, tallies: dict[str, Tally],
               reverse: bool, turn: int, label: str) -> None:
         request = GenerationRequest(list(prompt.prompt), self.settings.max_tokens, SamplingSettings(), task.stop)
@@ -322,7 +329,7 @@ class _Sitting:
         # prompt (and run of a prompt) runs its modes in reverse order, and every two the order turns by one mode,
         # so that each mode runs first, and last, as often as any other (reversed alone, a third mode ran neither
         # first nor last on any prompt). Three modes take all six orders in six prompts.
-        order = ["plain", *self.plans]
+        order = ["plain", *self._compared()]
         order = order[turn % len(order):] + order[: turn % len(order)]
         if reverse:
             order.reverse()
@@ -332,7 +339,7 @@ class _Sitting:
             # the prompt's last token, read alone instead of inside the batch, and flip near-ties (on prose, 3 of
             # 5 answers of a mode that never drafted differed from plain that way).
             target.reset()
-            if mode == "plain":
+            if mode in ("plain", CONTROL):
                 results[mode] = list(generate_plain(target, request))
             else:
                 plan = self.plans[mode]
@@ -344,12 +351,12 @@ class _Sitting:
         tallies["plain"].add(plain, True)
         self.systems["plain"].results[key] = result_of(plain, speculative=False)
         records = {"plain": _run_record(task.workload, label, "plain", plain, True)}
-        for mode in self.plans:
+        for mode in self._compared():
             spec = _last(results[mode])
             identical = spec.tokens == plain.tokens
             tallies[mode].add(spec, identical)
             tallies[mode].add_cycles([e for e in results[mode] if isinstance(e, CycleReport)])
-            self.systems[mode].results[key] = result_of(spec, speculative=True)
+            self.systems[mode].results[key] = result_of(spec, speculative=mode != CONTROL)
             record = records[mode] = _run_record(task.workload, label, mode, spec, identical)
             if divergence := first_divergence(target, prompt.prompt, plain.tokens, spec.tokens):
                 tallies[mode].near_ties += divergence.near_tie
