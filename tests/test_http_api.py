@@ -36,7 +36,37 @@ def test_models_lists_the_loaded_target_and_health_says_ok(server: HttpServer, t
     models = httpx.get(server.url + "/models").json()
     assert [m["id"] for m in models["data"]] == [tiny_bpe_gguf.stem]
     assert models["object"] == "list" and models["data"][0]["object"] == "model"
-    assert server.health() == {"status": "ok", "running": False, "queued": 0}
+    health = server.health()
+    assert health == {"status": "ok", "running": 0, "queued": 0} and type(health["running"]) is int  # not false
+
+
+def test_a_model_is_retrieved_by_its_id_and_any_other_id_is_a_404(server: HttpServer, tiny_bpe_gguf: Path) -> None:
+    """``GET /v1/models/{id}``, as the OpenAI SDK's ``models.retrieve`` calls it."""
+    import openai
+
+    client = openai.OpenAI(base_url=server.url, api_key="none")
+    model = client.models.retrieve(tiny_bpe_gguf.stem)
+    assert (model.id, model.object, model.owned_by) == (tiny_bpe_gguf.stem, "model", "ds4spec")
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("gpt-4o")
+    assert missing.value.body["code"] == "model_not_found" and missing.value.body["param"] == "model"
+
+
+@pytest.mark.parametrize("path", ["/v1/models/", "/v1/chat/completions/", "/health/"])
+def test_a_trailing_slash_is_a_404_not_a_redirect_to_the_hosts_header(server: HttpServer, path: str) -> None:
+    """Starlette redirects a path with a trailing slash to one built from the request's Host header."""
+    method = "POST" if "completions" in path else "GET"
+    answer = httpx.request(method, server.base + path, headers={"Host": "evil.example:1"}, json={},
+                           follow_redirects=False)
+    assert answer.status_code == 404 and "location" not in answer.headers
+    assert answer.json()["error"]["code"] == "not_found"
+
+
+def test_null_n_is_n_not_given(server: HttpServer, engine: Engine) -> None:
+    """Clients that write every field out send ``"n": null``; OpenAI reads it as the default, 1."""
+    answer = server.post("/chat/completions", {"messages": QUESTION, "max_tokens": 12, "n": None})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"][0]["message"]["content"] == chat_text(engine, QUESTION, max_tokens=12)
 
 
 def test_chat_answers_with_the_engines_greedy_text_whatever_model_is_named(server: HttpServer,

@@ -103,10 +103,30 @@ def test_a_full_queue_is_a_429_and_the_queue_drains_after(long_server: HttpServe
         refused = long_server.post("/chat/completions", {"messages": HELLO, "max_tokens": 5})
         assert refused.status_code == 429, refused.text
         assert refused.json()["error"]["code"] == "queue_full"
+        assert refused.headers["retry-after"] == "1"
         for sock in waiting:
             sock.close()
     del lines
     wait_for(long_server, running=False, queued=0)
+
+
+def test_with_no_queue_a_request_runs_when_none_is_and_is_refused_while_one_is(never_gguf: Path) -> None:
+    """``--max-queue 0``: nobody waits. It was a 429 for every request, the server idle."""
+    from contextlib import ExitStack
+
+    srv = HttpServer(never_gguf, "--ctx", "8192", "--max-queue", "0")
+    try:
+        assert srv.post("/chat/completions", {"messages": HELLO, "max_tokens": 3}).status_code == 200
+        with ExitStack() as stack:
+            lines = open_stream(srv, stack)
+            refused = srv.post("/chat/completions", {"messages": HELLO, "max_tokens": 3})
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["message"] == "another request is running for the model; try again later"
+        del lines
+        wait_for(srv, running=False, queued=0)
+        assert srv.post("/completions", {"prompt": "x", "max_tokens": 3}).status_code == 200
+    finally:
+        srv.kill()
 
 
 def test_four_concurrent_clients_get_the_answers_each_gets_alone(tiny_models: dict[str, Path]) -> None:

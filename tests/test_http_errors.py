@@ -44,6 +44,8 @@ BAD_CHATS = {
     "an image part": ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
                       "messages[0].content"),
     "n above 1": ({"messages": HELLO, "n": 2}, "n"),
+    "log probabilities": ({"messages": HELLO, "logprobs": True}, "logprobs"),
+    "top log probabilities": ({"messages": HELLO, "top_logprobs": 2}, "top_logprobs"),
     "a temperature above 2": ({"messages": HELLO, "temperature": 2.5}, "temperature"),
     "a negative top_p": ({"messages": HELLO, "top_p": -0.1}, "top_p"),
     "max_tokens of 0": ({"messages": HELLO, "max_tokens": 0}, "max_tokens"),
@@ -63,7 +65,7 @@ def test_a_bad_chat_parameter_is_a_400_that_names_it(server: HttpServer, body: d
 
 
 @pytest.mark.parametrize("body", [{}, {"prompt": 3}, {"prompt": ["a", "b"]}, {"prompt": "a", "suffix": 1},
-                                  {"prompt": "a", "echo": True}], ids=str)
+                                  {"prompt": "a", "echo": True}, {"prompt": "a", "logprobs": 2}], ids=str)
 def test_a_bad_completion_is_a_400(server: HttpServer, body: dict[str, Any]) -> None:
     error_of(server.post("/completions", body), 400)
 

@@ -1,4 +1,5 @@
-"""The routes: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions``.
+"""The routes: ``GET /health``, ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/chat/completions`` and
+``POST /v1/completions``.
 
 Every error is OpenAI's error object with its status, a 404 for an unknown path and a 500 for a bug included;
 a traceback goes to the server's stderr, never to the client. No route reads or writes a file.
@@ -45,15 +46,19 @@ class HttpOptions:
 
 def build_app(scheduler: Scheduler, options: HttpOptions) -> Starlette:
     routes = Routes(scheduler, options)
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/health", routes.health, methods=["GET"]),
             Route("/v1/models", routes.models, methods=["GET"]),
+            Route("/v1/models/{model:path}", routes.model, methods=["GET"]),
             Route("/v1/chat/completions", routes.chat, methods=["POST"]),
             Route("/v1/completions", routes.completions, methods=["POST"]),
         ],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _bug},
     )
+    # Starlette answers ``/v1/models/`` with a redirect to a URL built from the request's Host header: a 404 instead.
+    app.router.redirect_slashes = False
+    return app
 
 
 class Routes:
@@ -71,8 +76,22 @@ class Routes:
 
     async def models(self, request: Request) -> Response:
         self._check_key(request)
-        model = {"id": self._options.model_id, "object": "model", "created": self._created, "owned_by": "ds4spec"}
-        return JSONResponse({"object": "list", "data": [model]})
+        return JSONResponse({"object": "list", "data": [self._model()]})
+
+    async def model(self, request: Request) -> Response:
+        """``GET /v1/models/{id}``: the loaded target under its id; any other id is a 404 (requests may name any
+        model, but what is listed and retrieved is the one that answers them)."""
+        self._check_key(request)
+        name = request.path_params["model"]
+        if not name:  # ``/v1/models/``: no such endpoint, as any path with a trailing slash
+            raise not_found(request.url.path)
+        if name != self._options.model_id:
+            raise ApiError(404, f"no model {name!r} here; this server runs {self._options.model_id!r}",
+                           param="model", code="model_not_found")
+        return JSONResponse(self._model())
+
+    def _model(self) -> dict[str, object]:
+        return {"id": self._options.model_id, "object": "model", "created": self._created, "owned_by": "ds4spec"}
 
     async def chat(self, request: Request) -> Response:
         return await self._generate(request, chat=True)

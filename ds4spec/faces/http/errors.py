@@ -26,7 +26,7 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
     def response(self) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        headers = {401: {"WWW-Authenticate": "Bearer"}, 429: {"Retry-After": str(RETRY_AFTER_S)}}.get(self.status)
         return JSONResponse(self.body(), status_code=self.status, headers=headers)
 
 
@@ -48,9 +48,12 @@ def too_large(limit: int) -> ApiError:
     return ApiError(413, f"the request body exceeds the limit of {limit} bytes", code="request_too_large")
 
 
+RETRY_AFTER_S = 1  # a 128-token answer on a 2-core CPU takes seconds; clients back off from there
+
+
 def queue_full(limit: int) -> ApiError:
-    return ApiError(429, f"{limit} requests are already waiting for the model; try again later",
-                    type="rate_limit_error", code="queue_full")
+    waiting = f"{limit} requests are already waiting" if limit else "another request is running"
+    return ApiError(429, f"{waiting} for the model; try again later", type="rate_limit_error", code="queue_full")
 
 
 def unavailable(message: str, code: str = "model_loading") -> ApiError:

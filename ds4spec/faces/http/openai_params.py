@@ -90,8 +90,13 @@ def _text_of_parts(parts: list[Any], i: int) -> str:
 
 
 def _generation(body: Mapping[str, Any]) -> tuple[Generation, Reply]:
-    if body.get("n", 1) != 1 or isinstance(body.get("n"), bool):
+    n = body.get("n")  # null is "not given", as for every other parameter
+    if (n is not None and n != 1) or isinstance(n, bool):
         raise ParamError("only n = 1 is supported", "n")
+    for name in ("logprobs", "top_logprobs"):
+        # Answered with ``"logprobs": null``, a client that asked for them failed on reading them, with no word why.
+        if body.get(name) not in (None, False, 0):
+            raise ParamError(f"{name} is not supported: the answer carries no log probabilities", name)
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ParamError("model must be a string", "model")

@@ -67,7 +67,8 @@ class Scheduler:
         with self._lock:
             if self._worker.stopping:
                 raise unavailable(SHUTTING_DOWN, "shutting_down")
-            if len(self._queue) >= self.max_queued:
+            # The jobs ahead of this one: with ``--max-queue 0`` a request runs when none is, and none waits.
+            if len(self._queue) + (self._worker.running is not None) > self.max_queued:
                 raise queue_full(self.max_queued)
             self._queue.append(job)
             self._lock.notify_all()
@@ -85,7 +86,7 @@ class Scheduler:
     def counts(self) -> tuple[int, int]:
         """Jobs generating (0 or 1) and waiting."""
         with self._lock:
-            return (self._worker.running is not None), len(self._queue)
+            return int(self._worker.running is not None), len(self._queue)
 
     # -- shutting down ----------------------------------------------------------------------------------
 
