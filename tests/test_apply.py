@@ -98,6 +98,32 @@ def test_with_one_file_in_the_conversation_an_unnamed_block_is_for_it(project: P
     assert (project / "greet.py").read_text() == RENAMED
 
 
+@pytest.mark.parametrize("text", [
+    f"Here is utils.py:\n\n```python\n{RENAMED}```\n",
+    f"```python utils.py\n{RENAMED}```\n",
+    "```diff\n--- a/other.py\n+++ b/other.py\n@@ -4,2 +4,2 @@\n-def hello(name):\n+def greet(name):\n"
+    '     return "hi " + name\n```\n',
+], ids=["line-above", "info-string", "diff-header"])
+def test_a_block_that_names_another_file_is_not_written_over_the_one_file(project: Path, conv: Conversation,
+                                                                          text: str) -> None:
+    """One file in the conversation, and the answer's block is for another: written over greet.py, utils.py's
+    contents replaced it. Only ``/apply greet.py`` says it is for greet.py after all."""
+    answer(conv, text)
+    with pytest.raises(UsageError, match=r"^the answer's code is for a file that was not in the conversation, not "
+                                         r"greet.py; /apply greet.py writes it there anyway$"):
+        run_command("/apply", conv)
+    assert (project / "greet.py").read_text() == GREET
+    apply(conv, "greet.py")
+    assert "def greet(name):" in (project / "greet.py").read_text()
+
+
+def test_a_module_named_on_the_line_above_is_no_file(project: Path, conv: Conversation) -> None:
+    """"Using os.path:" names a module, not a file: the block is still the one file's."""
+    answer(conv, f"Using os.path and re.sub:\n\n```python\n{RENAMED}```")
+    apply(conv)
+    assert (project / "greet.py").read_text() == RENAMED
+
+
 def test_with_two_files_an_unnamed_block_needs_the_path(project: Path, conv: Conversation) -> None:
     run_command("/add util.py", conv)
     answer(conv, f"```python\n{RENAMED}```")

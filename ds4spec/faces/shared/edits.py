@@ -6,7 +6,10 @@ Which file a block belongs to, in order:
 2. a block whose info string names a file (````` ```python greet.py `````), or whose line just above names
    one (``greet.py``, ``**greet.py**``, ``### `greet.py```, ``In greet.py:``): that file;
 3. otherwise, with ``/apply PATH``, or when only one file was in the conversation: the answer's one block
-   that names no file (two such blocks are ambiguous, and refused).
+   that names no file (two such blocks are ambiguous, and refused). A block that names a file the conversation
+   does not hold (a diff's ``+++ b/utils.py``, ```` ```python utils.py ````, ``utils.py:`` just above) is that
+   file's, not the one file's: written over it, another file's contents replaced it. Only ``/apply PATH`` takes
+   such a block for ``PATH``.
 
 A name matches a file the answer saw (added, or attached by ``@path``) by its path as shown, or by its base
 name when only one of those files has it. A block that is not a diff replaces the whole file, unless it has
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +35,19 @@ from ds4spec.faces.shared.files import FileSnapshot, absolute, read_file, shown_
 from ds4spec.faces.shared.hunks import apply_hunks, diff_target, is_diff, parse_hunks
 
 _NAME_PUNCTUATION = "`*_:#'\"()[],"
+# A word of the line above a block names a file when it ends in one of these ("Using os.path:" names none).
+_CODE_EXTENSIONS = frozenset(
+    "py pyi js jsx ts tsx mjs cjs rs go c h cc cpp cxx hpp cs java kt kts rb php swift sh bash zsh fish lua md txt "
+    "json toml yaml yml ini cfg conf html htm css scss sql vim el ex exs hs ml scala r jl dart vue svelte zig nim "
+    "mk cmake gradle xml proto tf".split())
+_FILE_NAME = re.compile(r"[\w.~/-]*\w\.([A-Za-z][A-Za-z0-9]{0,7})")
+
+
+class _Elsewhere:
+    """The owner of a block that names a file the conversation does not hold."""
+
+
+ELSEWHERE = _Elsewhere()
 
 
 @dataclass(frozen=True)
@@ -106,17 +123,22 @@ def _last_exchange(conv: Conversation) -> tuple[SentFiles, str]:
     raise UsageError("there is no answer to apply yet")
 
 
-def _owner(block: CodeBlock, answer: str, paths: list[Path]) -> Path | None:
+def _owner(block: CodeBlock, answer: str, paths: list[Path]) -> Path | _Elsewhere | None:
+    """The file the block names among ``paths``; ``ELSEWHERE`` when it names only another file; None: no file."""
     if is_diff(block.code):
         named = diff_target(block.code)
-        return _match(named, paths) if named else None
+        return (_match(named, paths) or ELSEWHERE) if named else None
     words = _info_words(block)
     for word in words[1:] + words[:1]:
         if (found := _match(word, paths)) is not None:
             return found
-    for word in reversed(_line_above(answer, block).split()):
-        if (found := _match(word.strip(_NAME_PUNCTUATION), paths)) is not None:
+    above = [word.strip(_NAME_PUNCTUATION) for word in _line_above(answer, block).split()]
+    for word in reversed(above):
+        if (found := _match(word, paths)) is not None:
             return found
+    if any(_FILE_NAME.fullmatch(word) for word in words[1:]) or any(
+            (m := _FILE_NAME.fullmatch(word)) and m.group(1).lower() in _CODE_EXTENSIONS for word in above):
+        return ELSEWHERE
     return None
 
 
@@ -141,14 +163,15 @@ def _match(name: str | None, paths: list[Path]) -> Path | None:
     return same_base[0] if len(same_base) == 1 else None
 
 
-def _choose(blocks: list[CodeBlock], owners: list[Path | None], paths: list[Path],
+def _choose(blocks: list[CodeBlock], owners: list[Path | _Elsewhere | None], paths: list[Path],
             path_arg: str) -> tuple[Path, CodeBlock]:
     if path_arg:
         path = absolute(path_arg)
         if path not in paths:
             raise UsageError(f"{path_arg} was not in the conversation when the answer was written")
+        owners = [None if o is ELSEWHERE else o for o in owners]  # the user says whose it is
     else:
-        named = list(dict.fromkeys(o for o in owners if o is not None))
+        named = list(dict.fromkeys(o for o in owners if isinstance(o, Path)))
         if len(named) > 1:
             listed = " and ".join(shown_name(p) for p in named)
             raise UsageError(f"the answer has blocks for {listed}; name one, as in /apply {shown_name(named[0])}")
@@ -161,6 +184,9 @@ def _choose(blocks: list[CodeBlock], owners: list[Path | None], paths: list[Path
     unnamed = [b for b, o in zip(blocks, owners, strict=True) if o is None]
     if len(unnamed) == 1:
         return path, unnamed[0]
+    if not unnamed and ELSEWHERE in owners:
+        raise UsageError(f"the answer's code is for a file that was not in the conversation, not {shown_name(path)}; "
+                         f"/apply {shown_name(path)} writes it there anyway")
     why = "no code block" if not unnamed else f"{len(unnamed)} code blocks that name no file"
     raise UsageError(f"the answer has {why} for {shown_name(path)}")
 
