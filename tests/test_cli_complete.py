@@ -125,6 +125,20 @@ def test_fim_without_a_marker_is_an_input_error(tiny_bpe_gguf: Path) -> None:
     one_line_error(ds4spec("complete", "--target", str(tiny_bpe_gguf), "--fim"), 2, "cursor marker")
 
 
+def test_fim_with_two_markers_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    """The target does not exist: the marker is counted first."""
+    proc = ds4spec("complete", "--target", str(tmp_path / "none.gguf"), "--fim", stdin=b"a<CURSOR>b<CURSOR>c")
+    one_line_error(proc, 2, "found 2")
+
+
+def test_seed_minus_one_draws_a_random_seed(tiny_bpe_gguf: Path) -> None:
+    """As llama.cpp and the HTTP API read it; it was a numpy traceback after the load."""
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "4", "--temperature", "1", "--seed",
+                   "-1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["stats"]["seed"] >= 0
+
+
 def test_fim_on_a_model_without_fim_tokens_is_refused(tmp_path: Path) -> None:
     path = build_tiny_gguf(tmp_path / "nofim.gguf", fim=False)
     one_line_error(ds4spec("complete", "--target", str(path), "--fim", stdin=b"a<CURSOR>b"), 1, "fill-in-the-middle")
@@ -141,6 +155,12 @@ def test_corrupt_model_file_is_refused_with_one_line(tmp_path: Path, tiny_bpe_gg
     garbage = tmp_path / "garbage.gguf"
     garbage.write_bytes(b"not a model at all")
     one_line_error(ds4spec("complete", "--target", str(garbage)), 1, "garbage.gguf")
+
+
+def test_a_context_llama_cpp_cannot_create_is_one_line_and_exit_1(tiny_bpe_gguf: Path) -> None:
+    """The model was freed twice after the error: a segfault, exit 139."""
+    proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--ctx", "400000000", stdin=b"x")
+    one_line_error(proc, 1, "could not create a context of 400000000 tokens")
 
 
 def test_unknown_model_name_lists_the_known_ones() -> None:
@@ -217,8 +237,13 @@ def test_default_model_not_downloaded_says_how_to_pull_it() -> None:
     ("flags", "needle"),
     [
         (["--max-tokens", "0"], "--max-tokens"),
-        (["--top-p", "1.5"], "top-p"),
-        (["--temperature", "-1"], "temperature"),
+        (["--top-p", "1.5"], "--top-p must be"),
+        (["--temperature", "-1"], "--temperature must be"),
+        (["--temperature", "nan"], "--temperature must be"),
+        (["--repeat-penalty", "nan"], "--repeat-penalty must be"),
+        (["--threads", "-3"], "--threads must be at least 1"),
+        (["--seed", "-2"], "--seed must be from 0 to 2^64-1, or -1"),
+        (["--fim", "--cursor-marker", ""], "--cursor-marker must not be empty"),
         (["--max-tokens", "many"], "invalid int value"),
         (["--no-such-flag"], "unrecognized arguments"),
         (["--truncate", "right"], "invalid choice"),

@@ -81,6 +81,17 @@ def test_an_empty_message_is_refused_and_nothing_is_stored(engine: Engine, store
     assert conv.history() == []
 
 
+def test_a_message_read_from_bytes_that_are_not_utf8_is_refused_and_nothing_is_stored(engine: Engine,
+                                                                                      store: SessionStore) -> None:
+    """Piped into the REPL, bytes that are not UTF-8 arrive as their escapes (``surrogateescape``): a traceback out of
+    the prompt's encoding, the REPL gone."""
+    conv = Conversation(engine, store)
+    text = b"bad \xff\xfe bytes".decode("utf-8", "surrogateescape")
+    with pytest.raises(InputError, match=r"^the message is not UTF-8 text \(byte 0xff at character 4\)$"):
+        conv.send(text)
+    assert conv.history() == []
+
+
 def test_a_conversation_that_no_longer_fits_is_refused_and_nothing_is_stored(engine: Engine,
                                                                             store: SessionStore) -> None:
     conv = Conversation(engine, store)

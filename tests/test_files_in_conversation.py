@@ -82,6 +82,16 @@ def test_files_lists_each_file_with_its_size_in_tokens_and_the_context_left(proj
     assert lines[2] == f"{left:,} of the context's {engine.target.n_ctx:,} tokens left"
 
 
+@pytest.mark.parametrize("arg", ["pages/[id].tsx", "'pages/[id].tsx'", "pages/\\[id\\].tsx", "pages/*.tsx"])
+def test_a_file_whose_name_holds_pattern_characters_is_added_by_its_name(project: Path, conv: Conversation,
+                                                                          arg: str) -> None:
+    """A route file of Next.js or SvelteKit: its name, read as a pattern, matches no file; a shell then takes it as
+    it is, quoted or not."""
+    (project / "pages").mkdir()
+    (project / "pages" / "[id].tsx").write_text("export default function Page() {}\n")
+    assert run_command(f"/add {arg}", conv).message.startswith("added pages/[id].tsx")
+
+
 def test_drop_takes_out_one_file_or_all(project: Path, conv: Conversation) -> None:
     run_command("/add greet.py src/util.py", conv)
     assert run_command("/drop greet.py", conv).message == "dropped greet.py"
@@ -92,6 +102,11 @@ def test_drop_takes_out_one_file_or_all(project: Path, conv: Conversation) -> No
     assert conv.messages("x")[-1].content == "x"
 
 
+def _sparse(path: Path, size: int) -> None:
+    with path.open("wb") as f:
+        f.truncate(size)
+
+
 @pytest.mark.parametrize(("make", "arg", "why"), [
     (None, "missing.py", "no such file: missing.py"),
     (None, "src", r"src is a directory: name its files, or a pattern such as src/\*.py"),
@@ -100,7 +115,11 @@ def test_drop_takes_out_one_file_or_all(project: Path, conv: Conversation) -> No
      r"latin.txt is not UTF-8 text \(byte 0xe9 at offset 3\)"),
     (None, "src/*.rs", r"no file matches src/\*.rs"),
     (None, "greet.py 'unclosed", "cannot read the paths: No closing quotation"),
-], ids=["missing", "directory", "binary", "not-utf8", "pattern-matching-nothing", "unbalanced-quote"])
+    (lambda p: os.mkfifo(p / "pipe"), "pipe", r"pipe is not a regular file \(a device, a pipe or a socket\)"),
+    (None, "/dev/zero", r"/dev/zero is not a regular file \(a device, a pipe or a socket\)"),
+    (lambda p: _sparse(p / "huge.log", 17 * 2**20), "huge.log", "huge.log is 17 MiB, more text than any context holds"),
+], ids=["missing", "directory", "binary", "not-utf8", "pattern-matching-nothing", "unbalanced-quote", "named-pipe",
+        "device", "huge"])
 def test_a_bad_path_is_one_line_and_nothing_is_added(project: Path, conv: Conversation, make: object, arg: str,
                                                      why: str) -> None:
     if callable(make):

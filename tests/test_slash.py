@@ -72,8 +72,34 @@ def test_save_writes_markdown(conv: Conversation, tmp_path: Path) -> None:
 def test_save_needs_a_writable_file_name(conv: Conversation, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="needs a file name"):
         run_command("/save", conv)
+    with pytest.raises(UsageError, match=r"is a directory; /save needs a file name, as in /save .*/notes\.md$"):
+        run_command(f"/save {tmp_path}", conv)
+    with pytest.raises(UsageError, match=r"^new/ is a directory"):
+        run_command("/save new/", conv)  # it wrote a file named ``new``
+    (tmp_path / "file").write_text("")
     with pytest.raises(UsageError, match="cannot write"):
-        run_command(f"/save {tmp_path}", conv)  # a directory
+        run_command(f"/save {tmp_path}/file/chat.md", conv)  # a file where a folder must be
+
+
+def test_save_over_an_existing_file_asks_first(conv: Conversation, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("my notes\n")
+    list(conv.send("What is 2+2?"))
+    result = run_command(f"/save {notes}", conv)
+    assert result.confirm is not None and result.confirm.question == f"Replace {notes} with the conversation?"
+    assert notes.read_text() == "my notes\n"  # nothing before the yes
+    assert result.confirm.accept() == f"saved the conversation to {notes}"
+    assert "## You\n\nWhat is 2+2?" in notes.read_text()
+
+
+def test_save_never_writes_over_a_file_in_the_conversation(conv: Conversation, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.py").write_text("print(1)\n")
+    run_command("/add app.py", conv)
+    with pytest.raises(UsageError, match=r"^app\.py is in the conversation; /save writes the conversation to"):
+        run_command("/save app.py", conv)
+    assert (tmp_path / "app.py").read_text() == "print(1)\n"
 
 
 def test_spec_switches_speculation_off_and_on(conv: Conversation, engine: Engine) -> None:

@@ -90,6 +90,7 @@ class LlamaTarget:
         cparams.no_perf = True
         ctx = llama_cpp.llama_init_from_model(model, cparams)
         if not ctx:
+            self._model = None  # else ``__del__`` frees it a second time: a segfault after the error (--ctx 1000000)
             llama_cpp.llama_model_free(model)
             raise ModelError(f"llama.cpp could not create a context of {opts.n_ctx} tokens for {self.path}")
         self._ctx = ctx

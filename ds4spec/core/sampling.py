@@ -10,6 +10,7 @@ Filter order follows llama.cpp's default chain: repeat penalty, top-k, top-p, mi
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ class SamplingSettings:
 
     def validate(self) -> None:
         """Raises ValueError naming the first setting that is out of range."""
-        if self.temperature < 0:
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):  # NaN compares false: sampled junk
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.top_k < 0:
             raise ValueError(f"top-k must be >= 0, got {self.top_k}")
@@ -41,8 +42,8 @@ class SamplingSettings:
             raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
         if not 0 <= self.min_p <= 1:
             raise ValueError(f"min-p must be in [0, 1], got {self.min_p}")
-        if self.repeat_penalty <= 0:
-            raise ValueError(f"repeat penalty must be > 0, got {self.repeat_penalty}")
+        if not (math.isfinite(self.repeat_penalty) and self.repeat_penalty > 0):
+            raise ValueError(f"repeat-penalty must be > 0, got {self.repeat_penalty}")
         if self.repeat_last_n < 0:
             raise ValueError(f"repeat-last-n must be >= 0, got {self.repeat_last_n}")
 

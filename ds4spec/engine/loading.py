@@ -36,6 +36,10 @@ def check_settings(settings: Settings) -> None:
         raise UsageError(f"--p-min must be between 0 and 1, got {settings.p_min}")
     if settings.draft_backend not in (None, "llama", "torch"):
         raise UsageError(f"--draft-backend must be llama or torch, got {settings.draft_backend!r}")
+    if settings.threads is not None and settings.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {settings.threads}")
+    if settings.seed is not None and not -1 <= settings.seed < 2**64:
+        raise UsageError(f"--seed must be from 0 to 2^64-1, or -1 for a random one, got {settings.seed}")
     if settings.draft_threads is not None and settings.draft_threads < 1:
         raise UsageError(f"--draft-threads must be at least 1, got {settings.draft_threads}")
     if settings.draft_deadline <= 0:
@@ -43,7 +47,7 @@ def check_settings(settings: Settings) -> None:
     try:
         settings.sampling().validate()
     except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(f"--{exc}") from exc  # each message begins with the setting's name
 
 
 def pair_of(settings: Settings) -> Pair:

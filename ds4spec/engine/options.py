@@ -77,8 +77,8 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
                    "disables (default 0.05)")
     g.add_argument("--repeat-penalty", type=float, metavar="R", help="penalise the last 64 tokens; 1 "
                    "disables (default 1)")
-    g.add_argument("--seed", type=int, metavar="N", help="random seed for sampling (default: random, "
-                   "reported by --stats/--json)")
+    g.add_argument("--seed", type=int, metavar="N", help="random seed for sampling, 0 to 2^64-1 (default, or -1: "
+                   "random, reported by --stats/--json)")
     g.add_argument("--stop", action="append", metavar="TEXT", help="end the output just before TEXT "
                    "(repeatable)")
 

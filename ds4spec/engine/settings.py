@@ -62,7 +62,7 @@ class Settings:
             top_p=self.top_p,
             min_p=self.min_p,
             repeat_penalty=self.repeat_penalty,
-            seed=self.seed,
+            seed=None if self.seed == -1 else self.seed,  # -1: a random one, as llama.cpp and the HTTP API read it
         )
 
     def target_options(self) -> TargetOptions:

@@ -25,7 +25,7 @@ from ds4spec.engine.options import (
     settings_from_args,
 )
 from ds4spec.engine.settings import Settings
-from ds4spec.errors import InputError
+from ds4spec.errors import InputError, UsageError
 from ds4spec.faces.shared.files import absolute, read_file
 from ds4spec.faces.shared.stop_request import StopRequest
 
@@ -87,9 +87,12 @@ def run(args: argparse.Namespace) -> int:
     check_settings(settings)
     context = [read_file(absolute(name)).context() for name in args.context]  # a bad file fails before loading
     text = read_input(sys.stdin.buffer)
+    if args.fim:  # a missing marker is known before the models load (9 s on the default pair)
+        if not args.cursor_marker:
+            raise UsageError("--cursor-marker must not be empty")
+        prefix, suffix = split_at_cursor(text, args.cursor_marker)
     with Engine.load(settings) as engine:
         if args.fim:
-            prefix, suffix = split_at_cursor(text, args.cursor_marker)
             prompt = engine.completion_prompt(with_files(context, prefix), suffix, hint="raise --ctx")
         else:
             prompt = engine.completion_prompt(with_files(context, text), keep_end=args.truncate == "left",

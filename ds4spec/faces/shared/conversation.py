@@ -103,6 +103,7 @@ class Conversation:
         """
         if not text.strip():
             raise InputError("the message is empty")
+        _check_utf8(text)
         if self.engine is None:
             raise InputError("the model is still loading")
         self._notes += self.files.refresh()
@@ -201,3 +202,14 @@ class Conversation:
             if m.role == "assistant" and m.content:
                 return m.content
         return None
+
+
+def _check_utf8(text: str) -> None:
+    """A message read from bytes that are not UTF-8 (a pipe into the REPL) holds their escapes, which no prompt can
+    encode: refused here, before anything is stored, as ``complete`` refuses such input."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        code = ord(text[err.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise InputError(f"the message is not UTF-8 text ({byte} at character {err.start})") from None

@@ -36,10 +36,12 @@ from ds4spec.faces.shared.hunks import apply_hunks, diff_target, is_diff, parse_
 
 _NAME_PUNCTUATION = "`*_:#'\"()[],"
 # A word of the line above a block names a file when it ends in one of these ("Using os.path:" names none).
-_CODE_EXTENSIONS = frozenset(
-    "py pyi js jsx ts tsx mjs cjs rs go c h cc cpp cxx hpp cs java kt kts rb php swift sh bash zsh fish lua md txt "
-    "json toml yaml yml ini cfg conf html htm css scss sql vim el ex exs hs ml scala r jl dart vue svelte zig nim "
-    "mk cmake gradle xml proto tf".split())
+_CODE_EXTENSIONS = frozenset({
+    "py", "pyi", "js", "jsx", "ts", "tsx", "mjs", "cjs", "rs", "go", "c", "h", "cc", "cpp", "cxx", "hpp", "cs",
+    "java", "kt", "kts", "rb", "php", "swift", "sh", "bash", "zsh", "fish", "lua", "md", "txt", "json", "toml",
+    "yaml", "yml", "ini", "cfg", "conf", "html", "htm", "css", "scss", "sql", "vim", "el", "ex", "exs", "hs", "ml",
+    "scala", "r", "jl", "dart", "vue", "svelte", "zig", "nim", "mk", "cmake", "gradle", "xml", "proto", "tf"
+})
 _FILE_NAME = re.compile(r"[\w.~/-]*\w\.([A-Za-z][A-Za-z0-9]{0,7})")
 
 

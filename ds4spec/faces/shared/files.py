@@ -21,6 +21,7 @@ from ds4spec.errors import InputError
 
 BINARY_SNIFF = 8192  # a NUL byte in the first 8 KiB: a binary file, as git decides
 _GLOB = set("*?[")
+MAX_FILE_BYTES = 16 * 2**20  # a million tokens of code is about 4 MiB: no context holds more
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,17 @@ def read_file(path: Path) -> FileSnapshot:
     if path.is_dir():
         raise InputError(f"{name} is a directory: name its files, or a pattern such as {name}/*.py")
     try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise InputError(f"no such file: {name}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
+    # Read, /dev/zero took all memory and a named pipe waited for a writer forever.
+    if not path.is_file():
+        raise InputError(f"{name} is not a regular file (a device, a pipe or a socket)")
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"{name} is {size / 2**20:,.0f} MiB, more text than any context holds")
+    try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise InputError(f"no such file: {name}") from None
@@ -88,7 +100,9 @@ def expand(arguments: str) -> list[Path]:
         raise InputError(f"cannot read the paths: {exc}") from None
     paths: list[Path] = []
     for word in words:
-        if _GLOB & set(word):
+        # A file whose name holds pattern characters (``pages/[id].tsx``) is itself, quoted or not, as in a shell
+        # where its pattern matches nothing.
+        if _GLOB & set(word) and not os.path.isfile(os.path.expanduser(word)):
             matched = sorted(m for m in glob.glob(os.path.expanduser(word), recursive=True) if not os.path.isdir(m))
             if not matched:
                 raise InputError(f"no file matches {word}")

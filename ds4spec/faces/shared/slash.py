@@ -15,6 +15,7 @@ from ds4spec.engine.engine import Engine
 from ds4spec.errors import UsageError
 from ds4spec.faces.shared.command_result import CommandResult, Confirmation
 from ds4spec.faces.shared.conversation import Conversation
+from ds4spec.faces.shared.files import absolute, shown_name
 from ds4spec.faces.shared.slash_files import FILE_ARGUMENTS, FILE_COMMANDS, FILE_HANDLERS
 from ds4spec.faces.shared.stats_text import answer_line, from_dict, totals
 
@@ -76,13 +77,27 @@ def _clear(conv: Conversation, arg: str) -> CommandResult:
 
 
 def _save(conv: Conversation, arg: str) -> CommandResult:
+    """Writes the conversation as Markdown to a new file, or over an existing one once the user says yes; never over
+    a file in the conversation (it turned a source file into Markdown, with nothing for ``/undo`` to restore)."""
     if not arg:
         raise UsageError("/save needs a file name, as in /save notes.md")
+    path = absolute(arg)
+    if arg.endswith("/") or path.is_dir():
+        raise UsageError(f"{arg} is a directory; /save needs a file name, as in /save {arg.rstrip('/')}/notes.md")
+    if path in conv.files.snapshots:
+        raise UsageError(f"{shown_name(path)} is in the conversation; /save writes the conversation to another file")
+    if path.exists():
+        confirm = Confirmation(f"Replace {shown_name(path)} with the conversation?", "", lambda: _saved(conv, arg))
+        return CommandResult(f"{shown_name(path)} exists", confirm=confirm)
+    return CommandResult(_saved(conv, arg))
+
+
+def _saved(conv: Conversation, arg: str) -> str:
     try:
         path = conv.save_markdown(Path(arg))
     except OSError as exc:
         raise UsageError(f"cannot write {arg}: {exc.strerror or exc}") from exc
-    return CommandResult(f"saved the conversation to {path}")
+    return f"saved the conversation to {path}"
 
 
 def _spec(conv: Conversation, arg: str) -> CommandResult:
