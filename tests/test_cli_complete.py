@@ -131,6 +131,17 @@ def test_fim_with_two_markers_is_refused_before_the_model_loads(tmp_path: Path) 
     one_line_error(proc, 2, "found 2")
 
 
+def test_a_language_no_trigger_rule_knows_gets_a_note_and_the_generic_rules(tiny_bpe_gguf: Path) -> None:
+    """``--language pyhton`` (a typo) went by silently, with the generic code rules."""
+    base = ("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "4", "--draft", "lookup")
+    typo = ds4spec(*base, "--language", "pyhton")
+    assert typo.returncode == 0, typo.stderr
+    note = "no trigger rules know the language 'pyhton', so the generic code rules apply (known: "
+    assert note in typo.stderr.decode()
+    for known in ("python", "main.rs", "tsx"):  # a name, a file name, a fence tag
+        assert b"no trigger rules know" not in ds4spec(*base, "--language", known).stderr
+
+
 def test_seed_minus_one_draws_a_random_seed(tiny_bpe_gguf: Path) -> None:
     """As llama.cpp and the HTTP API read it; it was a numpy traceback after the load."""
     proc = ds4spec("complete", "--target", str(tiny_bpe_gguf), "--max-tokens", "4", "--temperature", "1", "--seed",

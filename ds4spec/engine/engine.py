@@ -117,6 +117,10 @@ class Engine:
         (``assemble``); ``note`` hears what the user should know (a missing or too slow drafter), on stderr by
         default. The face has checked ``settings`` (``check_settings``) before it started any work."""
         rules = load_rules(settings)  # a broken rule file fails before minutes of model loading
+        if rules is not None and settings.language and not rules.knows(settings.language):
+            known = ", ".join(sorted(name for name in rules.families if name != "default"))
+            note(f"no trigger rules know the language {settings.language!r}, so the generic code rules apply "
+                 f"(known: {known})")
         target = load_target(settings)
         try:
             drafter = load_drafter(settings, note)
