@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ds4spec.backend.abortable import ABORTED, AbortablePasses
 from ds4spec.backend.runtime import default_threads, gpu_offload_supported, init_llama, interruptible_load, llama_cpp
 from ds4spec.backend.target_options import TargetOptions
 from ds4spec.backend.tokenizer import LlamaTokenizer
@@ -36,6 +37,10 @@ from ds4spec.core.contracts import LaunchAhead
 from ds4spec.errors import InputError, ModelError
 
 log = logging.getLogger(__name__)
+
+
+class _Aborted(Exception):
+    """A pass stopped by ``AbortablePasses``."""
 
 
 def _never() -> bool:
@@ -175,12 +180,19 @@ class LlamaTarget:
         if not tokens:
             raise ValueError("eval_prompt needs at least one token")
         out = np.empty(0, dtype=np.float32)
-        for start in range(0, len(tokens), self.n_batch):
-            if cancelled():
-                return None
-            chunk = tokens[start : start + self.n_batch]
-            last = start + self.n_batch >= len(tokens)
-            out = self._decode(chunk, rows=min(rows, len(chunk)) if last else 1)
+        with contextlib.ExitStack() as stack:
+            passes = None if cancelled is _never else stack.enter_context(AbortablePasses(self._ctx, cancelled))
+            for start in range(0, len(tokens), self.n_batch):
+                if cancelled():
+                    return None
+                chunk = tokens[start : start + self.n_batch]
+                last = start + self.n_batch >= len(tokens)
+                try:
+                    out = self._decode(chunk, rows=min(rows, len(chunk)) if last else 1)
+                except _Aborted:
+                    assert passes is not None
+                    passes.raise_kept()
+                    return None
         return out
 
     def eval_span(self, tokens: Sequence[int]) -> np.ndarray:
@@ -303,6 +315,8 @@ class LlamaTarget:
             # Keep our record consistent with whatever llama.cpp kept before failing.
             pos_max = int(llama_cpp.llama_memory_seq_pos_max(self._memory, 0))
             self._tokens = (self._tokens + list(tokens))[: pos_max + 1]
+            if rc == ABORTED:
+                raise _Aborted
             raise RuntimeError(f"llama_decode failed with code {rc}")
         self._tokens.extend(tokens)
 
