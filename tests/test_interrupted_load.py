@@ -6,6 +6,7 @@ SIGINT, and then nothing is changed)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -54,3 +55,41 @@ def test_another_sigint_handler_is_left_alone(tiny_bpe_gguf: Path) -> None:
         assert seen == [signal.SIGINT] and not params.progress_callback
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class _InterruptAt(logging.Handler):
+    """Sends SIGINT to this process when llama.cpp logs ``needle``: a Ctrl-C at that moment of a load, exactly."""
+
+    def __init__(self, needle: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.needle = needle
+        self.sent = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.sent and self.needle in record.getMessage():
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+@pytest.mark.usefixtures("terminal_sigint")
+def test_ctrl_c_while_the_context_is_created_ends_the_load_too(tiny_bpe_gguf: Path) -> None:
+    """After the weights, llama.cpp creates the context (and logs as it does): a Ctrl-C there landed in the log
+    callback and was lost, and ``complete`` went on to write its whole answer (exit 0, 114 s later, run 83)."""
+    logger = logging.getLogger(runtime_log_name())
+    handler, level = _InterruptAt("llama_context"), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            LlamaTarget(tiny_bpe_gguf)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert handler.sent
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def runtime_log_name() -> str:
+    from ds4spec.backend import runtime
+
+    return runtime.log.name

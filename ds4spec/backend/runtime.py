@@ -58,12 +58,14 @@ def _on_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def interruptible_load(params: Any) -> Iterator[None]:
+def interruptible_load(params: Any | None) -> Iterator[None]:
     """Makes Ctrl-C stop llama.cpp's model load in ``params`` (``llama_model_params``) at its next tensor, raising
     ``KeyboardInterrupt`` once the load call has returned. Python's own handler cannot do that: the main thread's
     only Python code during a load is the log callback, where the ``KeyboardInterrupt`` landed, was printed as
-    "Exception ignored on calling ctypes callback function" and dropped, and the load went on. Off the main thread,
-    or where SIGINT has another handler than Python's default (a server's), nothing changes."""
+    "Exception ignored on calling ctypes callback function" and dropped, and the load went on. With ``params`` None
+    (a context's creation, which logs as much and has no progress callback) the call runs to its end and the
+    interrupt is raised after it: it was lost there too, and ``complete`` wrote its whole answer (exit 0, run 83).
+    Off the main thread, or where SIGINT has another handler than Python's default (a server's), nothing changes."""
     global _progress_callback
     if threading.current_thread() is not threading.main_thread() or (
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
@@ -71,7 +73,8 @@ def interruptible_load(params: Any) -> Iterator[None]:
         return
     if _progress_callback is None:
         _progress_callback = llama_cpp.llama_progress_callback(_loading_goes_on)
-    params.progress_callback = _progress_callback
+    if params is not None:
+        params.progress_callback = _progress_callback
     _stop_loading.clear()
     signal.signal(signal.SIGINT, _on_interrupt)
     try:

@@ -93,7 +93,16 @@ class LlamaTarget:
         cparams.n_threads = self.n_threads
         cparams.n_threads_batch = self.n_threads
         cparams.no_perf = True
-        ctx = llama_cpp.llama_init_from_model(model, cparams)
+        ctx = None
+        try:
+            with interruptible_load(None):
+                ctx = llama_cpp.llama_init_from_model(model, cparams)
+        except KeyboardInterrupt:
+            if ctx:
+                llama_cpp.llama_free(ctx)
+            self._model = None
+            llama_cpp.llama_model_free(model)
+            raise
         if not ctx:
             self._model = None  # else ``__del__`` frees it a second time: a segfault after the error (--ctx 1000000)
             llama_cpp.llama_model_free(model)
