@@ -19,18 +19,6 @@ from ds4spec.drafters.guard import GuardedDrafter
 from ds4spec.policy.gate import FixedLength, GatedPolicy
 
 
-def stopped_after(asks: int) -> Callable[[], bool]:
-    """A ``cancelled`` that answers no ``asks`` times, then yes: a stop asked at a known point."""
-    asked = 0
-
-    def cancelled() -> bool:
-        nonlocal asked
-        asked += 1
-        return asked > asks
-
-    return cancelled
-
-
 def run_plain(target: LlamaTarget, request: GenerationRequest) -> Finished:
     """Plain greedy output from an empty context, as ``run_spec`` runs: a context kept from an earlier run would
     be reused up to the prompt's last token, which is then read alone rather than in its batch (a near-tie

@@ -25,7 +25,6 @@ from spec_helpers import (
     first_difference,
     run_plain,
     run_spec,
-    stopped_after,
 )
 
 from ds4spec.backend import runtime
@@ -562,7 +561,7 @@ def test_a_stop_asked_during_a_long_prompt_ends_speculation_within_one_chunk(tin
         assert len(request.prompt_tokens) > 3 * 16
         guarded = GuardedDrafter(LookupDrafter())
         events = list(generate_speculative(t, guarded, request, DraftContext(text=PROMPTS[0] * 6), SpecSettings(),
-                                           policy=FixedLength(4), cancelled=stopped_after(2)))
+                                           policy=FixedLength(4), cancelled=lambda: t.n_past >= 2 * 16))
         assert len(events) == 1 and isinstance(events[0], Finished)
         assert events[0].reason is FinishReason.CANCELLED and events[0].stats.committed_tokens == 0
         assert t.n_past == 2 * 16

@@ -173,8 +173,8 @@ class LlamaTarget:
         return logits
 
     def read_prompt(self, tokens: Sequence[int], cancelled: Callable[[], bool]) -> np.ndarray | None:
-        """``eval_prompt`` that asks ``cancelled`` before each chunk, so that a long prompt stops within one
-        chunk: the answer is then None, and the chunks read so far stay in the context."""
+        """``eval_prompt`` that asks ``cancelled`` before each chunk and, inside one, before each node of llama.cpp's
+        graph (``AbortablePasses``): the answer is then None, and the chunks read whole so far stay in the context."""
         rows = self._read(tokens, 1, cancelled)
         return None if rows is None else rows[-1]
 

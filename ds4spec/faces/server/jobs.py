@@ -1,7 +1,8 @@
 """One generation request (``complete`` or ``chat``) and how the worker runs it against the engine.
 
-The job's ``cancel`` event is what the engine polls once per speculative cycle (or plain step), so a cancel,
-a superseding request, a shutdown or the end of a line or block all stop generation within one cycle. The
+The job's ``cancel`` event is what the engine polls once per speculative cycle (or plain step), and at each graph
+node while the prompt is read, so a cancel, a superseding request, a shutdown or the end of a line or block all stop
+generation within one cycle. The
 generation itself is ``faces.shared.generating``, shared with the HTTP server.
 """
 

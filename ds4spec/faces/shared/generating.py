@@ -1,8 +1,9 @@
 """One generation request run against the engine: the prompt, per-request sampling, stop strings, the outcome.
 
 Shared by the editor server (``faces.server``) and the HTTP server (``faces.http``). ``cancelled`` is what the
-engine polls once per speculative cycle (or plain step), so a cancel, a client that went away, a shutdown or
-the end of an editor's line or block all stop generation within one cycle.
+engine polls once per speculative cycle (or plain step), and while the prompt is read at each node of llama.cpp's
+graph, so a cancel, a client that went away, a shutdown or the end of an editor's line or block all stop generation
+within one cycle.
 """
 
 from __future__ import annotations
