@@ -4,8 +4,8 @@ Python raises ``KeyboardInterrupt`` wherever the main thread happens to be when 
 storing an answer's chunk and showing it (stored, never shown), or just after a session write opened its
 transaction. Inside a ``StopRequest`` the first Ctrl-C only sets a flag, which the engine asks as its
 ``cancelled`` before each cycle, and while a prompt is read at each node of llama.cpp's graph, so the generation
-ends at a clean point and reports its statistics. A second Ctrl-C raises ``KeyboardInterrupt`` as usual: a way out of a model stuck in one
-long computation.
+ends at a clean point and reports its statistics. A second Ctrl-C raises ``KeyboardInterrupt`` as usual: a way out
+of a model stuck in one long computation.
 """
 
 from __future__ import annotations
