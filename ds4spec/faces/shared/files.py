@@ -12,6 +12,7 @@ import glob
 import hashlib
 import os
 import shlex
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,22 +56,18 @@ def sha256(data: bytes) -> str:
 
 
 def read_file(path: Path) -> FileSnapshot:
-    """The file's text; ``InputError`` for a missing path, a directory, an unreadable, binary or non-UTF-8 file."""
+    """The file's text; ``InputError`` for a missing path, a directory, something that is not a regular file, a file
+    too large for any context, an unreadable, binary or non-UTF-8 file."""
     name = shown_name(path)
-    if path.is_dir():
-        raise InputError(f"{name} is a directory: name its files, or a pattern such as {name}/*.py")
     try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise InputError(f"no such file: {name}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
-    # Read, /dev/zero took all memory and a named pipe waited for a writer forever.
-    if not path.is_file():
-        raise InputError(f"{name} is not a regular file (a device, a pipe or a socket)")
-    if size > MAX_FILE_BYTES:
-        raise InputError(f"{name} is {size / 2**20:,.0f} MiB, more text than any context holds")
-    try:
+        status = path.stat()
+        if stat.S_ISDIR(status.st_mode):
+            raise InputError(f"{name} is a directory: name its files, or a pattern such as {name}/*.py")
+        # Read, /dev/zero took all memory and a named pipe waited for a writer forever.
+        if not stat.S_ISREG(status.st_mode):
+            raise InputError(f"{name} is not a regular file (a device, a pipe or a socket)")
+        if status.st_size > MAX_FILE_BYTES:
+            raise InputError(f"{name} is {status.st_size / 2**20:,.0f} MiB, more text than any context holds")
         data = path.read_bytes()
     except FileNotFoundError:
         raise InputError(f"no such file: {name}") from None
