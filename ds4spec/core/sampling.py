@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+MAX_SEED = 2**64 - 1  # llama.cpp's seeds are 64-bit; -1 asks for a random one (``RANDOM_SEED``)
+RANDOM_SEED = -1
+
 
 @dataclass(frozen=True, slots=True)
 class SamplingSettings:
@@ -46,6 +49,8 @@ class SamplingSettings:
             raise ValueError(f"repeat-penalty must be > 0, got {self.repeat_penalty}")
         if self.repeat_last_n < 0:
             raise ValueError(f"repeat-last-n must be >= 0, got {self.repeat_last_n}")
+        if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be from 0 to 2^64-1, or -1 for a random one, got {self.seed}")
 
 
 class Sampler:

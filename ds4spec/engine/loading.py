@@ -38,8 +38,6 @@ def check_settings(settings: Settings) -> None:
         raise UsageError(f"--draft-backend must be llama or torch, got {settings.draft_backend!r}")
     if settings.threads is not None and settings.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {settings.threads}")
-    if settings.seed is not None and not -1 <= settings.seed < 2**64:
-        raise UsageError(f"--seed must be from 0 to 2^64-1, or -1 for a random one, got {settings.seed}")
     if settings.draft_threads is not None and settings.draft_threads < 1:
         raise UsageError(f"--draft-threads must be at least 1, got {settings.draft_threads}")
     if settings.draft_deadline <= 0:

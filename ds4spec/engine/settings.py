@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ds4spec.backend.target_options import TargetOptions
-from ds4spec.core.sampling import SamplingSettings
+from ds4spec.core.sampling import RANDOM_SEED, SamplingSettings
 from ds4spec.errors import UsageError
 from ds4spec.paths import config_file
 
@@ -62,7 +62,7 @@ class Settings:
             top_p=self.top_p,
             min_p=self.min_p,
             repeat_penalty=self.repeat_penalty,
-            seed=None if self.seed == -1 else self.seed,  # -1: a random one, as llama.cpp and the HTTP API read it
+            seed=None if self.seed == RANDOM_SEED else self.seed,
         )
 
     def target_options(self) -> TargetOptions:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ds4spec.core.sampling import MAX_SEED, RANDOM_SEED
 from ds4spec.faces.http.errors import ApiError, bad_request
 from ds4spec.faces.shared.generation_params import (
     ChatParams,
@@ -24,8 +25,6 @@ from ds4spec.faces.shared.generation_params import (
     stop_param,
     text_param,
 )
-
-MAX_SEED = 2**64 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +132,8 @@ def _top_p(body: Mapping[str, Any]) -> float | None:
 
 def _seed(body: Mapping[str, Any]) -> int | None:
     seed = body.get("seed")
-    if seed is None or seed == -1:
-        return None  # -1: a random seed, as llama.cpp reads it
+    if seed is None or seed == RANDOM_SEED:
+        return None
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ParamError(f"seed must be an integer from 0 to {MAX_SEED}, or -1 for a random one; got {seed!r}", "seed")
     return seed
