@@ -12,17 +12,23 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+
+def bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``ds4spec bench ARGS --workload humaneval --max-tokens 12``, which must succeed, and its JSON report."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "ds4spec", "bench", *args, "--workload", "humaneval",
+                           "--max-tokens", "12", "--out", str(out)],
+                          capture_output=True, timeout=300, env=dict(os.environ), text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc, json.loads(out.read_text())
 
 
 def test_three_modes_run_in_all_six_orders_over_six_prompts(tiny_models: dict[str, Path], tmp_path: Path) -> None:
     target, drafter = str(tiny_models["bpe"]), str(tiny_models["spm"])
-    out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "ds4spec", "bench", "--target", target, "--draft", drafter,
-                           "--mode", drafter, "--mode", "lookup", "--workload", "humaneval", "--limit", "6",
-                           "--max-tokens", "12", "--out", str(out)],
-                          capture_output=True, timeout=300, env=dict(os.environ), text=True)
-    assert proc.returncode == 0, proc.stderr
-    runs = json.loads(out.read_text())["runs"]
+    runs = bench(tmp_path, "--target", target, "--draft", drafter, "--mode", drafter, "--mode", "lookup",
+                 "--limit", "6")[1]["runs"]
     tasks = list(dict.fromkeys(r["task_id"] for r in runs))
     assert len(tasks) == 6
     order = [[r["mode"] for r in runs if r["task_id"] == task] for task in tasks]
@@ -41,13 +47,7 @@ def test_each_prompt_runs_as_often_as_asked_with_the_order_reversed_from_run_to_
         tiny_models: dict[str, Path], tmp_path: Path) -> None:
     """`--repeat 2`: every run of a prompt is one more sample of every mode; the rows are over all of them."""
     target = str(tiny_models["bpe"])
-    out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "ds4spec", "bench", "--target", target, "--mode", "lookup",
-                           "--workload", "humaneval", "--limit", "2", "--max-tokens", "12", "--repeat", "2",
-                           "--out", str(out)],
-                          capture_output=True, timeout=300, env=dict(os.environ), text=True)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(out.read_text())
+    proc, report = bench(tmp_path, "--target", target, "--mode", "lookup", "--limit", "2", "--repeat", "2")
     runs = report["runs"]
     labels = list(dict.fromkeys(r["task_id"] for r in runs))
     assert labels == ["HumanEval/0", "HumanEval/0 #2", "HumanEval/1", "HumanEval/1 #2"]
@@ -80,13 +80,7 @@ def test_the_control_runs_plain_again_as_a_mode_interleaved_with_the_others(
     """`--mode control`: plain decoding run again as a mode, in the modes' turns, reported as they are: how far two runs
     of the same thing differ in this run, beside the modes it is compared with."""
     target = str(tiny_models["bpe"])
-    out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "ds4spec", "bench", "--target", target, "--mode", "lookup",
-                           "--mode", "control", "--workload", "humaneval", "--limit", "2", "--max-tokens", "12",
-                           "--out", str(out)],
-                          capture_output=True, timeout=300, env=dict(os.environ), text=True)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(out.read_text())
+    proc, report = bench(tmp_path, "--target", target, "--mode", "lookup", "--mode", "control", "--limit", "2")
     runs = report["runs"]
     order = [[r["mode"] for r in runs if r["task_id"] == task] for task in ("HumanEval/0", "HumanEval/1")]
     assert order == [["plain", "control", "lookup"], ["lookup", "control", "plain"]]
