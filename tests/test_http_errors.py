@@ -39,7 +39,7 @@ BAD_CHATS = {
     "empty messages": ({"messages": []}, "messages"),
     "a message that is not an object": ({"messages": ["hi"]}, "messages[0]"),
     "an unknown role": ({"messages": [{"role": "robot", "content": "hi"}]}, "messages[0].role"),
-    "a tool message": ({"messages": [{"role": "tool", "content": "42"}]}, "messages[0].role"),
+    "an old function message": ({"messages": [{"role": "function", "content": "42"}]}, "messages[0].role"),
     "content that is not text": ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
     "an image part": ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
                       "messages[0].content"),

@@ -127,7 +127,7 @@ class TorchDrafter(ModelDrafter):
             raise ModelError(f"{self.name} has no chat template")
         pieces, rest = split_rendered(
             context.messages or (),
-            lambda keyed: self.tokenizer.apply_chat_template(keyed, tokenize=False, add_generation_prompt=True),
+            lambda keyed, _tools: self.tokenizer.apply_chat_template(keyed, tokenize=False, add_generation_prompt=True),
         )
         out: list[int] = []
         for before, content in pieces:

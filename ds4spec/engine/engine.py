@@ -20,6 +20,7 @@ from ds4spec.backend.tokenizer import LlamaTokenizer
 from ds4spec.core.contracts import DraftPolicy
 from ds4spec.core.drafting import DraftContext
 from ds4spec.core.events import Event
+from ds4spec.core.messages import ToolSpec, as_text_messages
 from ds4spec.core.plain import GenerationRequest, generate_plain
 from ds4spec.core.sampling import SamplingSettings
 from ds4spec.core.speculative import generate_speculative
@@ -189,11 +190,13 @@ class Engine:
             seen = prefix.encode("utf-8")
         return Prompt(tokens, DraftContext(text=seen), language or self.settings.language)
 
-    def chat_prompt(self, messages: Sequence[ChatMessage], hint: str = FIT_HINT) -> Prompt:
-        """The conversation in the target's chat template, with an open assistant turn."""
-        tokens = self._chat_tokens(messages)
+    def chat_prompt(self, messages: Sequence[ChatMessage], hint: str = FIT_HINT, tools: Sequence[ToolSpec] = ()
+                    ) -> Prompt:
+        """The conversation in the target's chat template, with the ``tools`` it may call and an open assistant
+        turn."""
+        tokens = self._chat_tokens(messages, tools)
         self.check_fits(tokens, hint)
-        return Prompt(tokens, DraftContext(messages=tuple(messages)), "markdown")
+        return Prompt(tokens, DraftContext(messages=as_text_messages(messages, tools)), "markdown")
 
     def chat_size(self, messages: Sequence[ChatMessage]) -> int:
         """How many tokens of the context the conversation takes, whether it fits or not."""
@@ -203,10 +206,10 @@ class Engine:
         """How many target tokens ``text`` is, inside a prompt (no start token)."""
         return len(self.target.tokenizer.tokenize(text.encode("utf-8")))
 
-    def _chat_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
+    def _chat_tokens(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> list[int]:
         tok = self.target.tokenizer
         return chat_tokens(tok, self.target.chat_template, messages,
-                           bos=_special_text(tok, tok.bos), eos=_special_text(tok, tok.eos))
+                           bos=_special_text(tok, tok.bos), eos=_special_text(tok, tok.eos), tools=tools)
 
     def check_fits(self, tokens: Sequence[int], hint: str = FIT_HINT) -> None:
         if not tokens:

@@ -1,12 +1,13 @@
 """OpenAI request bodies, checked, into the generation params the editor server uses too.
 
-Parameters ds4spec does not know are ignored, as OpenAI-compatible servers do. A request that names no
-``temperature`` gets the server's (``--temperature``, 0: greedy, unlike OpenAI's 1); none of ``max_tokens``
-and ``max_completion_tokens`` gets ``--max-tokens`` (256).
+Parameters ds4spec does not know are ignored, as OpenAI-compatible servers do (``response_format`` and
+``parallel_tool_calls`` among them). A request that names no ``temperature`` gets the server's (``--temperature``, 0:
+greedy, unlike OpenAI's 1); none of ``max_tokens`` and ``max_completion_tokens`` gets ``--max-tokens`` (256).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import Any
 
 from ds4spec.core.sampling import MAX_SEED, RANDOM_SEED
 from ds4spec.faces.http.errors import ApiError, bad_request
+from ds4spec.faces.http.tool_params import chat_message, tool_names, tools_param
 from ds4spec.faces.shared.generation_params import (
     ChatParams,
     CompleteParams,
@@ -35,15 +37,17 @@ class Reply:
     stream: bool
     include_usage: bool  # stream_options.include_usage: one more chunk with the usage counts
     return_tokens: bool  # llama-server's extension: the committed token ids, under "ds4spec"
+    tools: tuple[str, ...] = ()  # the names of the functions offered: calls to them are read out of the answer
 
 
 def chat_request(body: Mapping[str, Any]) -> tuple[ChatParams, Reply]:
     try:
-        messages = messages_param(_plain_messages(body.get("messages")))
+        messages = messages_param(_plain_messages(body.get("messages")), chat_message)
+        tools = tools_param(body)
         generation, reply = _generation(body)
     except ParamError as err:
         raise bad_request(str(err), err.param) from None
-    return ChatParams(messages, generation), reply
+    return ChatParams(messages, generation, tools), dataclasses.replace(reply, tools=tool_names(tools))
 
 
 def completion_request(body: Mapping[str, Any]) -> tuple[CompleteParams, Reply]:

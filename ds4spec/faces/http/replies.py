@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ds4spec.faces.http.openai_params import Reply
+from ds4spec.faces.http.tool_calls import Called, as_openai, read_calls
 from ds4spec.faces.shared.generating import Outcome
 
 # The engine's reasons in OpenAI's words. A generation cut short by the server's shutdown, or one that filled
@@ -49,8 +50,17 @@ class Answer:
         return choice
 
     def whole(self, outcome: Outcome) -> dict[str, Any]:
-        return {**self._head(False), "choices": [self._choice(outcome.text, finish_reason(outcome), False)],
-                "usage": usage(outcome), "ds4spec": self.statistics(outcome)}
+        called = self.calls(outcome)
+        if called is None:
+            choice = self._choice(outcome.text, finish_reason(outcome), False)
+        else:
+            choice = self._choice(called.content, "tool_calls", False)
+            choice["message"]["tool_calls"] = as_openai(called.calls)
+        return {**self._head(False), "choices": [choice], "usage": usage(outcome), "ds4spec": self.statistics(outcome)}
+
+    def calls(self, outcome: Outcome) -> Called | None:
+        """The tool calls that end the answer, where tools were offered."""
+        return read_calls(outcome.text, self.reply.tools) if self.reply.tools else None
 
     def first_chunk(self) -> dict[str, Any]:
         """A chat stream opens with the assistant's role, as OpenAI's does; a completion stream opens empty."""
@@ -62,8 +72,14 @@ class Answer:
     def text_chunk(self, text: str) -> dict[str, Any]:
         return self._chunk([self._choice(text, None, True)])
 
+    def calls_chunk(self, called: Called) -> dict[str, Any]:
+        choice = self._choice(None, None, True)
+        choice["delta"] = {"tool_calls": as_openai(called.calls, indexed=True)}
+        return self._chunk([choice])
+
     def last_chunk(self, outcome: Outcome) -> dict[str, Any]:
-        return {**self._chunk([self._choice(None, finish_reason(outcome), True)]), "ds4spec": self.statistics(outcome)}
+        reason = "tool_calls" if self.calls(outcome) else finish_reason(outcome)
+        return {**self._chunk([self._choice(None, reason, True)]), "ds4spec": self.statistics(outcome)}
 
     def usage_chunk(self, outcome: Outcome) -> dict[str, Any]:
         return {**self._head(True), "choices": [], "usage": usage(outcome)}

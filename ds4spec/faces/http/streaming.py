@@ -18,6 +18,7 @@ from ds4spec.faces.http.errors import ApiError
 from ds4spec.faces.http.jobs import HttpJob, Item, Started
 from ds4spec.faces.http.replies import Answer
 from ds4spec.faces.http.scheduler import Scheduler
+from ds4spec.faces.http.tool_calls import CallHolder
 from ds4spec.faces.shared.generating import Outcome
 
 
@@ -57,14 +58,23 @@ async def events(answer: Answer, job: HttpJob, scheduler: Scheduler, watcher: as
     """The job's answer as server-sent events: OpenAI's chunks, then ``data: [DONE]``. An error after the stream
     began (the status line is sent by then) is one ``data: {"error": ...}`` event, as OpenAI sends it."""
     done = False
+    holder = CallHolder() if answer.reply.tools else None
     try:
         yield _data(answer.first_chunk())
         while True:
             item: Item = await job.channel.get()
             if isinstance(item, str):
-                yield _data(answer.text_chunk(item))
+                text = holder.feed(item) if holder else item
+                if text:
+                    yield _data(answer.text_chunk(text))
             elif isinstance(item, Outcome):
                 done = True
+                if holder:
+                    called = answer.calls(item)
+                    if rest := holder.rest(called):
+                        yield _data(answer.text_chunk(rest))
+                    if called:
+                        yield _data(answer.calls_chunk(called))
                 yield _data(answer.last_chunk(item))
                 if answer.reply.include_usage:
                     yield _data(answer.usage_chunk(item))

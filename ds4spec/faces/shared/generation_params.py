@@ -7,11 +7,12 @@ can talk to an older server.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ds4spec.backend.prompt import ChatMessage
+from ds4spec.core.messages import ToolSpec
 
 ROLES = ("system", "user", "assistant")
 MAX_TOKENS_LIMIT = 1_000_000
@@ -58,21 +59,24 @@ class CompleteParams:
 class ChatParams:
     messages: tuple[ChatMessage, ...]
     generation: Generation
+    tools: tuple[ToolSpec, ...] = ()  # functions the model may call (the HTTP API's ``tools``)
 
 
-def messages_param(raw: Any) -> tuple[ChatMessage, ...]:
+def messages_param(raw: Any, parse: Callable[[Any, int], ChatMessage] | None = None) -> tuple[ChatMessage, ...]:
+    """``messages``, each read by ``parse`` (``message_param`` unless given)."""
     if not isinstance(raw, list) or not raw:
         raise ParamError("messages must be a non-empty array of {role, content} objects", "messages")
-    messages = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise ParamError(f"messages[{i}] must be an object with role and content", f"messages[{i}]")
-        role = item.get("role")
-        if role not in ROLES:
-            raise ParamError(f"messages[{i}].role must be one of {', '.join(ROLES)}, got {role!r}",
-                             f"messages[{i}].role")
-        messages.append(ChatMessage(role, text_param(item, "content", where=f"messages[{i}].")))
-    return tuple(messages)
+    return tuple((parse or message_param)(item, i) for i, item in enumerate(raw))
+
+
+def message_param(item: Any, i: int, roles: tuple[str, ...] = ROLES) -> ChatMessage:
+    """``messages[i]``: an object with one of ``roles`` and a text content."""
+    if not isinstance(item, dict):
+        raise ParamError(f"messages[{i}] must be an object with role and content", f"messages[{i}]")
+    role = item.get("role")
+    if role not in roles:
+        raise ParamError(f"messages[{i}].role must be one of {', '.join(roles)}, got {role!r}", f"messages[{i}].role")
+    return ChatMessage(role, text_param(item, "content", where=f"messages[{i}]."))
 
 
 def max_tokens_param(params: Mapping[str, Any], name: str = "max_tokens") -> int | None:

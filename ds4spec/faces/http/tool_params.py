@@ -1,0 +1,91 @@
+"""OpenAI's function calling, on the way in: ``tools``, ``tool_choice``, and the messages of a conversation with tools
+(an assistant's ``tool_calls``, a ``tool`` message's result).
+
+The model sees the tools and the calls through its own chat template; what it writes back is read by
+``tool_calls``. ``tool_choice`` may be ``auto`` (the model decides) or ``none`` (no tools offered): ds4spec does not
+constrain what the model writes, so it cannot promise a call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ds4spec.core.messages import ROLES, ChatMessage, ToolCall, ToolSpec
+from ds4spec.faces.http.tool_calls import FUNCTION_NAME
+from ds4spec.faces.shared.generation_params import ParamError, message_param, text_param
+
+
+def tools_param(body: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
+    """The functions offered to the model: none when ``tool_choice`` is ``none``."""
+    raw = body.get("tools")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ParamError("tools must be an array of {type: function, function: {name, ...}} objects", "tools")
+    tools = tuple(_tool(item, i) for i, item in enumerate(raw))
+    choice = body.get("tool_choice")
+    if choice is None or choice == "auto":
+        return tools
+    if choice == "none":
+        return ()
+    raise ParamError(f"tool_choice {json.dumps(choice)} is not supported: ds4spec does not constrain what the model "
+                     "writes, so it cannot force a call; use \"auto\" or \"none\"", "tool_choice")
+
+
+def tool_names(tools: tuple[ToolSpec, ...]) -> tuple[str, ...]:
+    return tuple(t["function"]["name"] for t in tools)
+
+
+def _tool(item: Any, i: int) -> ToolSpec:
+    where = f"tools[{i}]"
+    if not isinstance(item, dict) or item.get("type") != "function" or not isinstance(item.get("function"), dict):
+        raise ParamError(f"{where} must be an object with type \"function\" and a function object", where)
+    function = item["function"]
+    _name(function, f"{where}.function.")
+    if function.get("description") is not None:
+        text_param(function, "description", where=f"{where}.function.")
+    if function.get("parameters") is not None and not isinstance(function["parameters"], dict):
+        raise ParamError(f"{where}.function.parameters must be a JSON Schema object", f"{where}.function.parameters")
+    return item
+
+
+def _name(function: Mapping[str, Any], where: str) -> str:
+    name = function.get("name")
+    if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
+        raise ParamError(f"{where}name must be 1 to 64 letters, digits, underscores or dashes, got {name!r}",
+                         f"{where}name")
+    return name
+
+
+def chat_message(item: Any, i: int) -> ChatMessage:
+    """``messages[i]`` of a chat that may use tools: an assistant's content may be null beside its tool calls."""
+    if isinstance(item, dict) and item.get("role") == "assistant" and (item.get("tool_calls") or
+                                                                       item.get("content") is None):
+        content = "" if item.get("content") is None else text_param(item, "content", where=f"messages[{i}].")
+        return ChatMessage("assistant", content, _calls(item.get("tool_calls"), f"messages[{i}].tool_calls"))
+    return message_param(item, i, ROLES)
+
+
+def _calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ParamError(f"{where} must be an array of tool calls", where)
+    calls = []
+    for j, call in enumerate(raw):
+        at = f"{where}[{j}]"
+        if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+            raise ParamError(f"{at} must be an object with an id and a function object", at)
+        function = call["function"]
+        arguments = function.get("arguments", "{}")
+        if isinstance(arguments, dict):  # some clients send the object itself
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        elif not isinstance(arguments, str):
+            raise ParamError(f"{at}.function.arguments must be a JSON text", f"{at}.function.arguments")
+        call_id = call.get("id", "")
+        if not isinstance(call_id, str):
+            raise ParamError(f"{at}.id must be a string", f"{at}.id")
+        calls.append(ToolCall(call_id, _name(function, f"{at}.function."), arguments))
+    return tuple(calls)
