@@ -35,6 +35,10 @@ ANSWERS = {  # an answer, and the (content, calls) it is read as; None: it stays
     "a JSON example, then a call": ('Like:\n```json\n{"name": "x"}\n```\nSo:\n```json\n' + CALL + "\n```",
                                     ('Like:\n```json\n{"name": "x"}\n```\nSo:\n', [("get_weather",
                                                                                      '{"city": "Paris"}')])),
+    "a call as the whole answer": (f"{CALL}\n", (None, [("get_weather", '{"city": "Paris"}')])),
+    "a call in the doubled braces of Qwen's template example": (
+        '{{"name": "get_weather", "arguments": {"city": "Paris"}}}', (None, [("get_weather", '{"city": "Paris"}')])),
+    "a JSON answer that is no call": ('{"name": "Ada", "age": 36}', None),
     "a function that was not offered": ('<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call>', None),
     "JSON that is no call": ('```json\n{"city": "Paris"}\n```', None),
     "a call cut off by max_tokens": ('<tool_call>\n{"name": "get_weather", "argu', None),

@@ -1,11 +1,18 @@
-"""Function calling on the real default pair through OpenAI's SDK: Qwen2.5-Coder asked about the weather calls the
-offered function, whole and streamed, and the speculative answer is plain greedy decoding's (or differs at a proven
-near-tie); the call's result sent back is read as the model's template writes it."""
+"""Function calling on the real default pair through real clients: simonw's ``llm`` runs the function Qwen2.5-Coder
+calls, and through OpenAI's SDK the call comes whole and streamed, the speculative answer is plain greedy decoding's
+(or differs at a proven near-tie), and the call's result sent back is read as the model's template writes it.
+
+The tests share one server; the last one ends it to load the target in this process.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import openai
 import pytest
@@ -33,6 +40,27 @@ def server() -> Iterator[HttpServer]:
     srv = HttpServer(None, "--ctx", str(CTX), draft=None, threads=None)  # the default pair, as a user starts it
     yield srv
     srv.kill()
+
+
+def test_llm_runs_the_function_the_model_calls_and_sends_back_its_result(server: HttpServer, tmp_path: Path) -> None:
+    """``llm --functions``: it reads the call from ds4spec's answer, runs the function, and sends the result back in a
+    ``tool`` message that the server takes. Whether the 1.5B model then answers in words or calls again (up to the
+    chain limit) is the model's choice; ``llm`` stops either way without a protocol error."""
+    (tmp_path / "extra-openai-models.yaml").write_text(
+        f"- model_id: ds4spec-local\n  model_name: qwen\n  api_base: {server.url}\n  supports_tools: true\n")
+    function = ('def get_weather(city: str) -> str:\n    """The current weather in a city."""\n'
+                "    return 'Sunny, 21 degrees C in ' + city\n")
+    llm = Path(sys.executable).parent / "llm"
+    proc = subprocess.run([str(llm), "-m", "ds4spec-local", "-o", "temperature", "0", "-o", "max_tokens",
+                           str(MAX_TOKENS), "-s", "Once a tool has answered, reply to the user in one sentence.",
+                           "--functions", function, "--tools-debug", "--chain-limit", "2", "--no-log",
+                           QUESTION[0]["content"]],
+                          env={**os.environ, "LLM_USER_PATH": str(tmp_path), "OPENAI_API_KEY": "unused"},
+                          capture_output=True, text=True, timeout=600)
+    said = proc.stdout + proc.stderr
+    assert "Tool call: get_weather({'city': 'Paris'})\n  Sunny, 21 degrees C in Paris" in said, said
+    assert proc.returncode == 0 or proc.stderr.strip().endswith("Chain limit of 2 exceeded."), said
+    print(f"llm answered: {proc.stdout.strip()!r}")
 
 
 def test_the_model_calls_the_offered_function_and_reads_its_result(server: HttpServer) -> None:

@@ -1,10 +1,11 @@
 """OpenAI's function calling, on the way out: the calls a model wrote in its answer, read out of its text.
 
 Qwen's and Hermes' templates ask for each call as ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``;
-Qwen2.5-Coder often writes the same object in a JSON code block instead (llama.cpp's server reads both). An answer
-that ends in such blocks, each one a call to an offered function, is answered as ``tool_calls``, with the text before
-them as the content. Any other answer stays text, as the model wrote it: a block cut off by ``max_tokens``, or JSON
-that names no offered function.
+Qwen2.5-Coder often writes the same object in a JSON code block instead, or as the whole answer, then sometimes in
+the doubled braces of the template's own example (llama.cpp's server reads the first three). An answer that ends in
+such blocks, each one a call to an offered function, is answered as ``tool_calls``, with the text before them as the
+content. Any other answer stays text, as the model wrote it: a block cut off by ``max_tokens``, or JSON that names no
+offered function.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class Called:
 
 def read_calls(text: str, names: Collection[str]) -> Called | None:
     """The calls to the functions ``names`` that end ``text``, or None when it does not end in calls alone."""
+    bare = _bare_call(text, names)
+    if bare is not None:
+        return Called(0, None, (bare,))
     for marker in re.finditer(f"{re.escape(_TAG)}|{re.escape(_FENCE)}", text):
         calls = _calls_from(text, marker.start(), names)
         if calls:
@@ -51,6 +55,13 @@ def _calls_from(text: str, at: int, names: Collection[str]) -> tuple[ToolCall, .
         calls.append(call)
         at = block.end()
     return tuple(calls)
+
+
+def _bare_call(text: str, names: Collection[str]) -> ToolCall | None:
+    """A whole answer that is a call's object, in single braces or the doubled ones of Qwen's template example."""
+    body = text.strip()
+    doubled = body.startswith("{{") and body.endswith("}}")
+    return _call(body, names) or (_call(body[1:-1], names) if doubled else None)
 
 
 def _call(body: str, names: Collection[str]) -> ToolCall | None:
@@ -83,6 +94,8 @@ class CallHolder:
     def feed(self, piece: str) -> str:
         """What may be sent now, with ``piece`` added to the answer."""
         self.text += piece
+        if self.sent == 0 and _may_open_bare_call(self.text):
+            return ""
         start = self.sent
         while True:
             marker = _first_marker(self.text, start)
@@ -109,6 +122,11 @@ class CallHolder:
         opening = '{"name"'
         squeezed = re.sub(r"\s+", "", after)[:len(opening)]
         return not opening.startswith(squeezed) if len(squeezed) < len(opening) else not _CALL_START.match(after)
+
+
+def _may_open_bare_call(text: str) -> bool:
+    squeezed = re.sub(r"\s+", "", text)
+    return any(opening.startswith(squeezed[:len(opening)]) for opening in ('{"name"', '{{"name"'))
 
 
 def _first_marker(text: str, start: int) -> int | None:
