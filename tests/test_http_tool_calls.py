@@ -42,6 +42,8 @@ ANSWERS = {  # an answer, and the (content, calls) it is read as; None: it stays
     "a function that was not offered": ('<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call>', None),
     "JSON that is no call": ('```json\n{"city": "Paris"}\n```', None),
     "a call cut off by max_tokens": ('<tool_call>\n{"name": "get_weather", "argu', None),
+    "a whole call whose closing tag the answer ended without": (f"<tool_call>\n{CALL}",
+                                                                (None, [("get_weather", '{"city": "Paris"}')])),
     "a call, then more words": (f"<tool_call>\n{CALL}\n</tool_call>\nDone.", None),
     "no call at all": ("def add(a, b):\n    return a + b\n", None),
 }
@@ -135,8 +137,9 @@ def test_a_conversation_with_calls_and_results_is_the_engines_prompt(server: Htt
     ({"tools": {"name": "f"}}, "tools"),
     ({"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "tools[0].function.name"),
     ({"tools": [{"type": "code_interpreter"}]}, "tools[0]"),
-    ({"tools": [WEATHER], "tool_choice": "required"}, "tool_choice"),
-    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": "any"}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "read_file"}}}, "tool_choice"),
+    ({"tool_choice": "required"}, "tool_choice"),
     ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": 3}}]}]},
      "messages[0].tool_calls[0].function.arguments"),
     ({"messages": [{"role": "tool", "content": None}]}, "messages[0].content"),
@@ -148,11 +151,29 @@ def test_a_wrong_tool_request_is_a_400_naming_the_parameter(server: HttpServer, 
     assert answer.status_code == 400 and answer.json()["error"]["param"] == param, answer.text
 
 
+@pytest.mark.parametrize(("choice", "opening"), [
+    ("required", '<tool_call>\n{"name": "'),
+    ({"type": "function", "function": {"name": "get_weather"}}, '<tool_call>\n{"name": "get_weather", "arguments":'),
+])
+def test_a_forced_call_opens_the_answer_for_the_model_to_go_on_with(server: HttpServer, engine: Engine,
+                                                                     choice: object, opening: str) -> None:
+    """``tool_choice`` ``required`` or a named function: the assistant's turn opens as a call, in the prompt and in
+    the answer (this tiny model then writes no JSON, so the answer stays text)."""
+    answer = server.post("/chat/completions", {"messages": AGENT_TURNS[:1], "tools": [WEATHER], "tool_choice": choice})
+    assert answer.status_code == 200, answer.text
+    expected = engine.chat_prompt([ChatMessage("user", "Weather in Paris?")], tools=[WEATHER], opening=opening)
+    assert answer.json()["usage"]["prompt_tokens"] == len(expected.tokens)
+    assert answer.json()["choices"][0]["message"]["content"].startswith(opening)
+
+
 def test_tools_for_a_model_whose_template_takes_none_are_a_400(tiny_bpe_gguf: Path) -> None:
     srv = HttpServer(tiny_bpe_gguf, "--max-tokens", "4")
     try:
         answer = srv.post("/chat/completions", {"messages": AGENT_TURNS[:1], "tools": [WEATHER]})
         assert answer.status_code == 400 and "takes no tools" in answer.json()["error"]["message"]
+        forced = srv.post("/chat/completions", {"messages": AGENT_TURNS[:1], "tools": [WEATHER],
+                                                "tool_choice": "required"})
+        assert forced.status_code == 400 and forced.json()["error"]["param"] == "tool_choice"
         plain = srv.post("/chat/completions", {"messages": AGENT_TURNS[:1], "tools": []})
         assert plain.status_code == 200, plain.text  # an empty list offers nothing
     finally:

@@ -190,11 +190,11 @@ class Engine:
             seen = prefix.encode("utf-8")
         return Prompt(tokens, DraftContext(text=seen), language or self.settings.language)
 
-    def chat_prompt(self, messages: Sequence[ChatMessage], hint: str = FIT_HINT, tools: Sequence[ToolSpec] = ()
-                    ) -> Prompt:
+    def chat_prompt(self, messages: Sequence[ChatMessage], hint: str = FIT_HINT, tools: Sequence[ToolSpec] = (),
+                    opening: str = "") -> Prompt:
         """The conversation in the target's chat template, with the ``tools`` it may call and an open assistant
-        turn."""
-        tokens = self._chat_tokens(messages, tools)
+        turn that starts with ``opening`` (plain text, for the model to go on with)."""
+        tokens = self._chat_tokens(messages, tools) + self.target.tokenizer.tokenize(opening.encode("utf-8"))
         self.check_fits(tokens, hint)
         return Prompt(tokens, DraftContext(messages=as_text_messages(messages, tools)), "markdown")
 

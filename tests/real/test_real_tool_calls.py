@@ -1,6 +1,7 @@
 """Function calling on the real default pair through real clients: simonw's ``llm`` runs the function Qwen2.5-Coder
 calls, and through OpenAI's SDK the call comes whole and streamed, the speculative answer is plain greedy decoding's
-(or differs at a proven near-tie), and the call's result sent back is read as the model's template writes it.
+(or differs at a proven near-tie), the call's result sent back is read as the model's template writes it, and a call
+``tool_choice`` names is made.
 
 The tests share one server; the last one ends it to load the target in this process.
 """
@@ -85,6 +86,12 @@ def test_the_model_calls_the_offered_function_and_reads_its_result(server: HttpS
     after = client.chat.completions.create(model="qwen", messages=result, tools=[WEATHER], temperature=0,  # type: ignore[arg-type,list-item]
                                            max_tokens=MAX_TOKENS)
     assert after.choices[0].message.content or after.choices[0].message.tool_calls  # an answer of either kind
+
+    forced = client.chat.completions.create(  # as instructor and LangChain's structured output ask for one function
+        model="qwen", messages=[{"role": "user", "content": "Is it cold in Oslo?"}], tools=[WEATHER],  # type: ignore[list-item]
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}, temperature=0, max_tokens=MAX_TOKENS)
+    [oslo] = forced.choices[0].message.tool_calls or []
+    assert json.loads(oslo.function.arguments) == {"city": "Oslo"}  # type: ignore[union-attr]
     statistics = (whole.model_extra or {})["ds4spec"]
     server.terminate()  # its models leave memory before the engine below loads the target again
 

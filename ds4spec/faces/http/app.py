@@ -29,6 +29,7 @@ from ds4spec.faces.http.jobs import Channel, HttpJob
 from ds4spec.faces.http.openai_params import chat_request, check_body, completion_request
 from ds4spec.faces.http.replies import Answer
 from ds4spec.faces.http.scheduler import Scheduler
+from ds4spec.faces.http.tool_calls import forces_calls
 from ds4spec.faces.shared.generating import build_prompt, request_sampling
 
 log = logging.getLogger("ds4spec.faces.http")
@@ -104,6 +105,9 @@ class Routes:
         body = check_body(await self._read_json(request))
         params, reply = chat_request(body) if chat else completion_request(body)
         engine = self._scheduler.engine()
+        if reply.opening and not forces_calls(engine.target.chat_template):
+            raise bad_request("tool_choice can force a call only on a model whose chat template asks for calls in "
+                              "<tool_call> blocks (Qwen's, Hermes'); use \"auto\"", "tool_choice")
         try:
             request_sampling(engine, params)
             prompt = await anyio.to_thread.run_sync(build_prompt, engine, params)

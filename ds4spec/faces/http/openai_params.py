@@ -15,7 +15,7 @@ from typing import Any
 
 from ds4spec.core.sampling import MAX_SEED, RANDOM_SEED
 from ds4spec.faces.http.errors import ApiError, bad_request
-from ds4spec.faces.http.tool_params import chat_message, tool_names, tools_param
+from ds4spec.faces.http.tool_params import chat_message, tools_param
 from ds4spec.faces.shared.generation_params import (
     ChatParams,
     CompleteParams,
@@ -38,16 +38,18 @@ class Reply:
     include_usage: bool  # stream_options.include_usage: one more chunk with the usage counts
     return_tokens: bool  # llama-server's extension: the committed token ids, under "ds4spec"
     tools: tuple[str, ...] = ()  # the names of the functions offered: calls to them are read out of the answer
+    opening: str = ""  # what the answer opens with before the model's text (a call ``tool_choice`` forces)
 
 
 def chat_request(body: Mapping[str, Any]) -> tuple[ChatParams, Reply]:
     try:
         messages = messages_param(_plain_messages(body.get("messages")), chat_message)
-        tools = tools_param(body)
+        offered = tools_param(body)
         generation, reply = _generation(body)
     except ParamError as err:
         raise bad_request(str(err), err.param) from None
-    return ChatParams(messages, generation, tools), dataclasses.replace(reply, tools=tool_names(tools))
+    return (ChatParams(messages, generation, offered.tools, offered.opening),
+            dataclasses.replace(reply, tools=offered.names, opening=offered.opening))
 
 
 def completion_request(body: Mapping[str, Any]) -> tuple[CompleteParams, Reply]:

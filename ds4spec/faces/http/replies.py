@@ -49,10 +49,14 @@ class Answer:
         choice["finish_reason"] = finish_reason
         return choice
 
+    def text(self, outcome: Outcome) -> str:
+        """The answer's text: the model's, after the opening the request had written for it."""
+        return self.reply.opening + outcome.text
+
     def whole(self, outcome: Outcome) -> dict[str, Any]:
         called = self.calls(outcome)
         if called is None:
-            choice = self._choice(outcome.text, finish_reason(outcome), False)
+            choice = self._choice(self.text(outcome), finish_reason(outcome), False)
         else:
             choice = self._choice(called.content, "tool_calls", False)
             choice["message"]["tool_calls"] = as_openai(called.calls)
@@ -60,7 +64,7 @@ class Answer:
 
     def calls(self, outcome: Outcome) -> Called | None:
         """The tool calls that end the answer, where tools were offered."""
-        return read_calls(outcome.text, self.reply.tools) if self.reply.tools else None
+        return read_calls(self.text(outcome), self.reply.tools) if self.reply.tools else None
 
     def first_chunk(self) -> dict[str, Any]:
         """A chat stream opens with the assistant's role, as OpenAI's does; a completion stream opens empty."""

@@ -59,6 +59,8 @@ async def events(answer: Answer, job: HttpJob, scheduler: Scheduler, watcher: as
     began (the status line is sent by then) is one ``data: {"error": ...}`` event, as OpenAI sends it."""
     done = False
     holder = CallHolder() if answer.reply.tools else None
+    if holder:
+        holder.feed(answer.reply.opening)  # a forced call's opening: held, as any call is
     try:
         yield _data(answer.first_chunk())
         while True:

@@ -21,7 +21,8 @@ from ds4spec.core.messages import ToolCall
 
 FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule; it also keeps markup out of a name
 _TAG, _FENCE = "<tool_call>", "```json"
-_BLOCK = re.compile(r"\s*(?:<tool_call>(.*?)</tool_call>|```json[ \t]*\n(.*?)\n[ \t]*```)\s*", re.DOTALL)
+# A tagged call's closing tag may be missing at the very end: Qwen ends a call it was given the opening of without it.
+_BLOCK = re.compile(r"\s*(?:<tool_call>(.*?)(?:</tool_call>|\Z)|```json[ \t]*\n(.*?)\n[ \t]*```)\s*", re.DOTALL)
 _CALL_START = re.compile(r'\s*\{\s*"name"')
 
 
@@ -75,6 +76,18 @@ def _call(body: str, names: Collection[str]) -> ToolCall | None:
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
     return ToolCall(f"call_{secrets.token_hex(12)}", value["name"], arguments)
+
+
+def call_opening(name: str | None) -> str:
+    """The start of a call to ``name`` (to any function: None), for the model to go on with."""
+    if name is None:
+        return f'{_TAG}\n{{"name": "'
+    return f'{_TAG}\n{{"name": "{name}", "arguments":'
+
+
+def forces_calls(template: str | None) -> bool:
+    """Whether a model's template asks for calls as the blocks ``call_opening`` starts."""
+    return _TAG in (template or "")
 
 
 def as_openai(calls: tuple[ToolCall, ...], *, indexed: bool = False) -> list[dict[str, Any]]:

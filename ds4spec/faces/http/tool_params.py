@@ -2,40 +2,57 @@
 (an assistant's ``tool_calls``, a ``tool`` message's result).
 
 The model sees the tools and the calls through its own chat template; what it writes back is read by
-``tool_calls``. ``tool_choice`` may be ``auto`` (the model decides) or ``none`` (no tools offered): ds4spec does not
-constrain what the model writes, so it cannot promise a call.
+``tool_calls``. ``tool_choice`` ``auto`` lets the model decide, ``none`` offers no tools, and ``required`` or a named
+function opens the answer as a call (``call_opening``), which the model goes on with: ds4spec does not constrain
+what the model writes, so a forced call is the model's to finish.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ds4spec.core.messages import ROLES, ChatMessage, ToolCall, ToolSpec
-from ds4spec.faces.http.tool_calls import FUNCTION_NAME
+from ds4spec.faces.http.tool_calls import FUNCTION_NAME, call_opening
 from ds4spec.faces.shared.generation_params import ParamError, message_param, text_param
 
 
-def tools_param(body: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
-    """The functions offered to the model: none when ``tool_choice`` is ``none``."""
+@dataclass(frozen=True, slots=True)
+class OfferedTools:
+    tools: tuple[ToolSpec, ...] = ()
+    opening: str = ""  # what the answer opens with, already written: a call ``tool_choice`` forces
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(t["function"]["name"] for t in self.tools)
+
+
+def tools_param(body: Mapping[str, Any]) -> OfferedTools:
+    """The functions offered to the model (none when ``tool_choice`` is ``none``), and the call it forces."""
     raw = body.get("tools")
     if raw is None:
-        return ()
+        raw = []
     if not isinstance(raw, list):
         raise ParamError("tools must be an array of {type: function, function: {name, ...}} objects", "tools")
-    tools = tuple(_tool(item, i) for i, item in enumerate(raw))
+    offered = OfferedTools(tuple(_tool(item, i) for i, item in enumerate(raw)))
     choice = body.get("tool_choice")
     if choice is None or choice == "auto":
-        return tools
+        return offered
     if choice == "none":
-        return ()
-    raise ParamError(f"tool_choice {json.dumps(choice)} is not supported: ds4spec does not constrain what the model "
-                     "writes, so it cannot force a call; use \"auto\" or \"none\"", "tool_choice")
-
-
-def tool_names(tools: tuple[ToolSpec, ...]) -> tuple[str, ...]:
-    return tuple(t["function"]["name"] for t in tools)
+        return OfferedTools()
+    if not offered.tools:
+        raise ParamError("tool_choice needs tools to choose from", "tool_choice")
+    if choice == "required":
+        return dataclasses.replace(offered, opening=call_opening(None))
+    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if isinstance(choice, dict) and choice.get("type") == "function" and name in offered.names:
+        return dataclasses.replace(offered, opening=call_opening(name))
+    raise ParamError(f"tool_choice must be \"auto\", \"none\", \"required\" or "
+                     f"{{\"type\": \"function\", \"function\": {{\"name\": ...}}}} naming an offered function; got "
+                     f"{json.dumps(choice)}", "tool_choice")
 
 
 def _tool(item: Any, i: int) -> ToolSpec:

@@ -37,7 +37,7 @@ def build_prompt(engine: Engine, params: CompleteParams | ChatParams) -> Prompt:
     (``InputError``, ``ContextOverflow``, ``ModelError``)."""
     if isinstance(params, CompleteParams):
         return engine.completion_prompt(params.prefix, params.suffix, params.language)
-    return engine.chat_prompt(params.messages, tools=params.tools)
+    return engine.chat_prompt(params.messages, tools=params.tools, opening=params.opening)
 
 
 def request_sampling(engine: Engine, params: CompleteParams | ChatParams) -> SamplingSettings:

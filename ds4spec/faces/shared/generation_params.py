@@ -60,6 +60,7 @@ class ChatParams:
     messages: tuple[ChatMessage, ...]
     generation: Generation
     tools: tuple[ToolSpec, ...] = ()  # functions the model may call (the HTTP API's ``tools``)
+    opening: str = ""  # what the answer opens with, already written (a call the HTTP API's ``tool_choice`` forces)
 
 
 def messages_param(raw: Any, parse: Callable[[Any, int], ChatMessage] | None = None) -> tuple[ChatMessage, ...]:
