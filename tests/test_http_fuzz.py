@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from http_fuzzing import check_answer, json_values
 from http_server import HttpServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,12 +22,6 @@ from ds4spec.faces.http.app import MAX_BODY_BYTES
 
 ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/v1/nope", "/"]
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-    | st.sampled_from(["\ud800", "<|im_end|>", "<|fim_prefix|>", "\x00", "é" * 3]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=8,
-)
 numbers = st.sampled_from([0, 1, 2, -1, 0.5, 2.5, 10**30, float("nan"), float("inf"), True, "1", None])
 message = st.fixed_dictionaries({}, optional={
     "role": st.sampled_from(["user", "system", "assistant", "developer", "tool", "robot", 1]),
@@ -60,17 +55,6 @@ def server(tiny_bpe_gguf: Path) -> Iterator[HttpServer]:
     srv = HttpServer(tiny_bpe_gguf, "--max-tokens", "2", "--ctx", "64")
     yield srv
     srv.kill()
-
-
-def check_answer(response: httpx.Response) -> None:
-    assert response.status_code < 500, response.text
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        assert response.text.rstrip().endswith("data: [DONE]") or '"error"' in response.text, response.text
-        return
-    body: Any = response.json()
-    if response.status_code >= 400:
-        assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
-        assert "Traceback" not in body["error"]["message"]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -7,9 +7,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from engine_text import plain_engine
-from http_server import HttpServer
+from http_fuzzing import check_answer, json_values
+from http_server import HttpServer, sse_data
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_chat_tools import TOOLS_TEMPLATE, WEATHER
 from tinymodel import build_tiny_gguf
 
@@ -22,6 +26,9 @@ from ds4spec.faces.http.tool_calls import CallHolder, read_calls
 from ds4spec.faces.shared.generating import Outcome
 
 NAMES = ("get_weather", "read_file")
+NESTED: dict[str, object] = {}
+for _ in range(300):  # past any schema, short of the JSON reader's own limit
+    NESTED = {"type": "object", "properties": {"x": NESTED}}
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 
 ANSWERS = {  # an answer, and the (content, calls) it is read as; None: it stays text
@@ -46,6 +53,7 @@ ANSWERS = {  # an answer, and the (content, calls) it is read as; None: it stays
                                                                 (None, [("get_weather", '{"city": "Paris"}')])),
     "a call, then more words": (f"<tool_call>\n{CALL}\n</tool_call>\nDone.", None),
     "no call at all": ("def add(a, b):\n    return a + b\n", None),
+    "brackets nested past Python's recursion limit": ("<tool_call>\n" + "[" * 5000 + "]" * 5000, None),
 }
 
 
@@ -138,6 +146,18 @@ def test_a_conversation_with_calls_and_results_is_the_engines_prompt(server: Htt
     ({"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "tools[0].function.name"),
     ({"tools": [{"type": "code_interpreter"}]}, "tools[0]"),
     ({"tools": [WEATHER], "tool_choice": "any"}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": "get_weather"}}, "tool_choice"),
+    ({"tools": [WEATHER, WEATHER]}, "tools"),
+    ({"functions": [WEATHER["function"]]}, "functions"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": NESTED}}]}, "tools[0]"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "description": "\ud800"}}]},
+     "tools[0].function.description"),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": NESTED}}]}]},
+     "messages[0].tool_calls[0].function.arguments"),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": {
+        "name": "f", "arguments": json.dumps(NESTED)}}]}]}, "messages[0].tool_calls[0].function.arguments"),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": {
+        "name": "f", "arguments": '{"city": "\ud800"}'}}]}]}, "messages[0].tool_calls[0].function.arguments"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "read_file"}}}, "tool_choice"),
     ({"tool_choice": "required"}, "tool_choice"),
     ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": 3}}]}]},
@@ -147,23 +167,66 @@ def test_a_conversation_with_calls_and_results_is_the_engines_prompt(server: Htt
 ])
 def test_a_wrong_tool_request_is_a_400_naming_the_parameter(server: HttpServer, change: dict[str, object],
                                                             param: str) -> None:
-    answer = server.post("/chat/completions", {"messages": AGENT_TURNS, **change})
+    answer = post_escaped(server, {"messages": AGENT_TURNS, **change})
     assert answer.status_code == 400 and answer.json()["error"]["param"] == param, answer.text
 
 
-@pytest.mark.parametrize(("choice", "opening"), [
-    ("required", '<tool_call>\n{"name": "'),
-    ({"type": "function", "function": {"name": "get_weather"}}, '<tool_call>\n{"name": "get_weather", "arguments":'),
+def post_escaped(server: HttpServer, body: object) -> httpx.Response:
+    """The body in JSON's ASCII escapes, which carry lone surrogates as a careless client sends them."""
+    return httpx.post(server.url + "/chat/completions", content=json.dumps(body).encode(), timeout=60,
+                      headers={"content-type": "application/json"})
+
+
+function = st.fixed_dictionaries({"name": st.sampled_from(["get_weather", "f", "bad name"]) | json_values},
+                                 optional={"description": json_values, "parameters": json_values})
+tool = st.fixed_dictionaries({"type": st.sampled_from(["function", "other"]), "function": function | json_values})
+call = st.fixed_dictionaries({"id": json_values, "function": st.fixed_dictionaries(
+    {"name": st.sampled_from(["get_weather", "x y"]), "arguments": json_values | st.text(max_size=20)})})
+tool_message = st.fixed_dictionaries({"role": st.sampled_from(["assistant", "tool", "user"])}, optional={
+    "content": st.none() | st.text(max_size=20) | json_values, "tool_calls": st.lists(call, max_size=2) | json_values,
+    "tool_call_id": json_values})
+tool_body = st.fixed_dictionaries({"messages": st.lists(tool_message, min_size=1, max_size=3)}, optional={
+    "tools": st.lists(tool, max_size=3) | json_values, "stream": st.booleans(), "max_tokens": st.just(2),
+    "tool_choice": st.sampled_from(["auto", "none", "required"]) | st.fixed_dictionaries(
+        {"type": st.just("function"), "function": st.fixed_dictionaries({"name": json_values}) | json_values})
+    | json_values})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(body=tool_body)
+def test_any_tool_request_gets_an_answer_and_the_server_goes_on(server: HttpServer, body: dict[str, object]) -> None:
+    check_answer(post_escaped(server, body))
+    assert server.health()["status"] == "ok"
+
+
+READ_FILE = {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}
+NAMED_OPENING = '<tool_call>\n{"name": "get_weather", "arguments":'
+
+
+@pytest.mark.parametrize(("tools", "choice", "opening"), [
+    ([WEATHER, READ_FILE], "required", '<tool_call>\n{"name": "'),
+    ([WEATHER], "required", NAMED_OPENING),  # the one function offered: the model cannot name another
+    ([WEATHER, READ_FILE], {"type": "function", "function": {"name": "get_weather"}}, NAMED_OPENING),
 ])
 def test_a_forced_call_opens_the_answer_for_the_model_to_go_on_with(server: HttpServer, engine: Engine,
-                                                                     choice: object, opening: str) -> None:
+                                                                     tools: list[dict[str, object]], choice: object,
+                                                                     opening: str) -> None:
     """``tool_choice`` ``required`` or a named function: the assistant's turn opens as a call, in the prompt and in
     the answer (this tiny model then writes no JSON, so the answer stays text)."""
-    answer = server.post("/chat/completions", {"messages": AGENT_TURNS[:1], "tools": [WEATHER], "tool_choice": choice})
+    answer = server.post("/chat/completions", {"messages": AGENT_TURNS[:1], "tools": tools, "tool_choice": choice})
     assert answer.status_code == 200, answer.text
-    expected = engine.chat_prompt([ChatMessage("user", "Weather in Paris?")], tools=[WEATHER], opening=opening)
+    expected = engine.chat_prompt([ChatMessage("user", "Weather in Paris?")], tools=tools, opening=opening)
     assert answer.json()["usage"]["prompt_tokens"] == len(expected.tokens)
     assert answer.json()["choices"][0]["message"]["content"].startswith(opening)
+
+
+def test_a_stream_that_may_be_calls_opens_with_null_content(server: HttpServer) -> None:
+    """As OpenAI's and llama-server's streams do; an empty string made the SDKs see text before the calls."""
+    with_tools = server.post("/chat/completions", {"messages": AGENT_TURNS, "tools": [WEATHER], "stream": True})
+    without = server.post("/chat/completions", {"messages": AGENT_TURNS[:1], "stream": True})
+    assert sse_data(with_tools)[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+    assert sse_data(without)[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
 
 
 def test_tools_for_a_model_whose_template_takes_none_are_a_400(tiny_bpe_gguf: Path) -> None:

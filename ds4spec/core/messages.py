@@ -30,7 +30,7 @@ class ToolCall:
         """The arguments as a template wants them: the JSON's value, or the text itself when it is not JSON."""
         try:
             return json.loads(self.arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return self.arguments
 
 

@@ -67,10 +67,12 @@ class Answer:
         return read_calls(self.text(outcome), self.reply.tools) if self.reply.tools else None
 
     def first_chunk(self) -> dict[str, Any]:
-        """A chat stream opens with the assistant's role, as OpenAI's does; a completion stream opens empty."""
+        """A chat stream opens with the assistant's role, as OpenAI's does; a completion stream opens empty. Where
+        the answer may be calls, its content opens null, as OpenAI's and llama-server's do: an empty one makes the
+        OpenAI SDK's stream helpers and the Agents SDK see a message of text before the calls."""
         choice = self._choice(None if self.chat else "", None, True)
         if self.chat:
-            choice["delta"] = {"role": "assistant", "content": ""}
+            choice["delta"] = {"role": "assistant", "content": None if self.reply.tools else ""}
         return self._chunk([choice])
 
     def text_chunk(self, text: str) -> dict[str, Any]:

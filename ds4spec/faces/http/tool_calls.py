@@ -68,7 +68,7 @@ def _bare_call(text: str, names: Collection[str]) -> ToolCall | None:
 def _call(body: str, names: Collection[str]) -> ToolCall | None:
     try:
         value = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a model may write anything, brackets 10,000 deep too
         return None
     if not isinstance(value, dict) or value.get("name") not in names:
         return None

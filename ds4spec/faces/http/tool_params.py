@@ -17,7 +17,10 @@ from typing import Any
 
 from ds4spec.core.messages import ROLES, ChatMessage, ToolCall, ToolSpec
 from ds4spec.faces.http.tool_calls import FUNCTION_NAME, call_opening
-from ds4spec.faces.shared.generation_params import ParamError, message_param, text_param
+from ds4spec.faces.shared.generation_params import ParamError, encodable, message_param, text_param
+
+# Deeper JSON is no function's schema or arguments; rendering it would exhaust the interpreter's recursion.
+MAX_JSON_DEPTH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +35,18 @@ class OfferedTools:
 
 def tools_param(body: Mapping[str, Any]) -> OfferedTools:
     """The functions offered to the model (none when ``tool_choice`` is ``none``), and the call it forces."""
+    for legacy in ("functions", "function_call"):
+        if body.get(legacy) is not None:
+            raise ParamError(f"{legacy} is OpenAI's deprecated form of function calling; send tools and tool_choice",
+                             legacy)
     raw = body.get("tools")
     if raw is None:
         raw = []
     if not isinstance(raw, list):
         raise ParamError("tools must be an array of {type: function, function: {name, ...}} objects", "tools")
     offered = OfferedTools(tuple(_tool(item, i) for i, item in enumerate(raw)))
+    if len(set(offered.names)) < len(offered.names):
+        raise ParamError("tools names a function twice", "tools")
     choice = body.get("tool_choice")
     if choice is None or choice == "auto":
         return offered
@@ -45,9 +54,11 @@ def tools_param(body: Mapping[str, Any]) -> OfferedTools:
         return OfferedTools()
     if not offered.tools:
         raise ParamError("tool_choice needs tools to choose from", "tool_choice")
-    if choice == "required":
-        return dataclasses.replace(offered, opening=call_opening(None))
-    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if choice == "required":  # with one function offered, a call to it: the model cannot name another
+        only = offered.names[0] if len(offered.names) == 1 else None
+        return dataclasses.replace(offered, opening=call_opening(only))
+    function = choice.get("function") if isinstance(choice, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
     if isinstance(choice, dict) and choice.get("type") == "function" and name in offered.names:
         return dataclasses.replace(offered, opening=call_opening(name))
     raise ParamError(f"tool_choice must be \"auto\", \"none\", \"required\" or "
@@ -65,7 +76,23 @@ def _tool(item: Any, i: int) -> ToolSpec:
         text_param(function, "description", where=f"{where}.function.")
     if function.get("parameters") is not None and not isinstance(function["parameters"], dict):
         raise ParamError(f"{where}.function.parameters must be a JSON Schema object", f"{where}.function.parameters")
+    _check_json(item, where)
     return item
+
+
+def _check_json(value: Any, where: str) -> None:
+    """No deeper than ``MAX_JSON_DEPTH``, and every string Unicode text (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ParamError(f"{where} is nested deeper than {MAX_JSON_DEPTH} levels", where)
+        if isinstance(item, str) and not encodable(item):
+            raise ParamError(f"{where} holds a lone surrogate escape; it is not Unicode text", where)
+        if isinstance(item, dict):
+            stack += [(k, depth) for k in item] + [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            stack += [(v, depth + 1) for v in item]
 
 
 def _name(function: Mapping[str, Any], where: str) -> str:
@@ -98,9 +125,11 @@ def _calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
         function = call["function"]
         arguments = function.get("arguments", "{}")
         if isinstance(arguments, dict):  # some clients send the object itself
+            _check_json(arguments, f"{at}.function.arguments")
             arguments = json.dumps(arguments, ensure_ascii=False)
         elif not isinstance(arguments, str):
             raise ParamError(f"{at}.function.arguments must be a JSON text", f"{at}.function.arguments")
+        _check_json(ToolCall("", "", arguments).arguments_value(), f"{at}.function.arguments")
         call_id = call.get("id", "")
         if not isinstance(call_id, str):
             raise ParamError(f"{at}.id must be a string", f"{at}.id")
