@@ -1,4 +1,5 @@
-"""``stop_at``: an option ends at the end of its line or block, and streamed text is never taken back."""
+"""``stop_at``: an option ends at the end of its line or block, a JSON answer at the end of its object, and streamed
+text is never taken back."""
 
 from __future__ import annotations
 
@@ -35,6 +36,18 @@ def test_block_ends_before_the_first_line_that_leaves_the_block(head: str, text:
     assert _final(text, "block", head) == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    (' "a": 1}\nThat is the object you asked for.', ' "a": 1}'),
+    (' "s": "}", "t": {"u": [1, {}]}} {}', ' "s": "}", "t": {"u": [1, {}]}}'),  # braces in strings and nested
+    (' "a": [1, 2', ' "a": [1, 2'),  # not whole yet: all of it stays, as when max_tokens cuts it
+    ("}", "}"),  # the empty object
+    ("Sure! Here it is", "Sure! Here it is"),  # no JSON at all: the answer goes on as the model writes it
+])
+def test_a_json_answer_ends_with_its_object(text: str, expected: str) -> None:
+    """The answer opened with ``{`` (the head); the model's text goes on from there."""
+    assert _final(text, "json", "{") == expected
+
+
 def test_without_a_mode_everything_is_final_at_once() -> None:
     assert decide("a\n\nb  ", None) == (6, False)
 
@@ -49,10 +62,12 @@ def test_the_stopper_says_done_and_ignores_what_comes_after() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(text=st.text(alphabet=" \t\nab}", max_size=40), head=st.sampled_from(["", "  ", "x = ", "\t"]),
-       mode=st.sampled_from(["line", "block"]), cuts=st.lists(st.integers(0, 40), max_size=6))
+@given(text=st.text(alphabet=' \t\nab}{":1', max_size=40), head=st.sampled_from(["", "  ", "x = ", "\t"]),
+       mode=st.sampled_from(["line", "block", "json"]), cuts=st.lists(st.integers(0, 40), max_size=6))
 def test_streaming_in_any_pieces_gives_the_same_option_and_never_takes_text_back(
         text: str, head: str, mode: str, cuts: list[int]) -> None:
+    if mode == "json":
+        head = "{"  # a JSON answer opens with it
     whole = _final(text, mode, head)
     stopper = Stopper(mode, head)
     shown = ""

@@ -1,7 +1,7 @@
 """Function calling on the real default pair through real clients: simonw's ``llm`` runs the function Qwen2.5-Coder
 calls, and through OpenAI's SDK the call comes whole and streamed, the speculative answer is plain greedy decoding's
-(or differs at a proven near-tie), the call's result sent back is read as the model's template writes it, and a call
-``tool_choice`` names is made.
+(or differs at a proven near-tie), the call's result sent back is read as the model's template writes it, a call
+``tool_choice`` names is made, and an answer asked for in a JSON schema parses as one.
 
 The tests share one server; the last one ends it to load the target in this process.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 import openai
 import pytest
 from http_server import HttpServer
+from pydantic import BaseModel
 from spec_helpers import assert_lossless
 
 from ds4spec.core.events import Finished, FinishReason
@@ -33,6 +34,13 @@ WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The current weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city's name"}},
                    "required": ["city"]}}}
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
 QUESTION = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 
 
@@ -92,6 +100,11 @@ def test_the_model_calls_the_offered_function_and_reads_its_result(server: HttpS
         tool_choice={"type": "function", "function": {"name": "get_weather"}}, temperature=0, max_tokens=MAX_TOKENS)
     [oslo] = forced.choices[0].message.tool_calls or []
     assert json.loads(oslo.function.arguments) == {"city": "Oslo"}  # type: ignore[union-attr]
+
+    extracted = client.chat.completions.parse(  # response_format from a pydantic model: a json_schema
+        model="qwen", messages=[{"role": "user", "content": "Ada Lovelace died at 36. Extract the person."}],
+        response_format=Person, temperature=0, max_tokens=MAX_TOKENS)
+    assert extracted.choices[0].message.parsed == Person(name="Ada Lovelace", age=36)
     statistics = (whole.model_extra or {})["ds4spec"]
     server.terminate()  # its models leave memory before the engine below loads the target again
 

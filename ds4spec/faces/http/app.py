@@ -105,7 +105,7 @@ class Routes:
         body = check_body(await self._read_json(request))
         params, reply = chat_request(body) if chat else completion_request(body)
         engine = self._scheduler.engine()
-        if reply.opening and not forces_calls(engine.target.chat_template):
+        if reply.forces_call and not forces_calls(engine.target.chat_template):
             raise bad_request("tool_choice can force a call only on a model whose chat template asks for calls in "
                               "<tool_call> blocks (Qwen's, Hermes'); use \"auto\"", "tool_choice")
         try:

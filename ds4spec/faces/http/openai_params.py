@@ -1,7 +1,7 @@
 """OpenAI request bodies, checked, into the generation params the editor server uses too.
 
-Parameters ds4spec does not know are ignored, as OpenAI-compatible servers do (``response_format`` and
-``parallel_tool_calls`` among them). A request that names no ``temperature`` gets the server's (``--temperature``, 0:
+Parameters ds4spec does not know are ignored, as OpenAI-compatible servers do (``parallel_tool_calls`` among
+them). A request that names no ``temperature`` gets the server's (``--temperature``, 0:
 greedy, unlike OpenAI's 1); none of ``max_tokens`` and ``max_completion_tokens`` gets ``--max-tokens`` (256).
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 
 from ds4spec.core.sampling import MAX_SEED, RANDOM_SEED
 from ds4spec.faces.http.errors import ApiError, bad_request
+from ds4spec.faces.http.json_answers import response_format_param, with_instruction
 from ds4spec.faces.http.tool_params import chat_message, tools_param
 from ds4spec.faces.shared.generation_params import (
     ChatParams,
@@ -38,18 +39,25 @@ class Reply:
     include_usage: bool  # stream_options.include_usage: one more chunk with the usage counts
     return_tokens: bool  # llama-server's extension: the committed token ids, under "ds4spec"
     tools: tuple[str, ...] = ()  # the names of the functions offered: calls to them are read out of the answer
-    opening: str = ""  # what the answer opens with before the model's text (a call ``tool_choice`` forces)
+    opening: str = ""  # what the answer opens with before the model's text (a forced call, a JSON object's brace)
+    forces_call: bool = False  # the opening is a call ``tool_choice`` forces
 
 
 def chat_request(body: Mapping[str, Any]) -> tuple[ChatParams, Reply]:
     try:
         messages = messages_param(_plain_messages(body.get("messages")), chat_message)
         offered = tools_param(body)
+        answer = response_format_param(body)
         generation, reply = _generation(body)
     except ParamError as err:
         raise bad_request(str(err), err.param) from None
-    return (ChatParams(messages, generation, offered.tools, offered.opening),
-            dataclasses.replace(reply, tools=offered.names, opening=offered.opening))
+    if offered.opening and answer.opening:
+        raise bad_request("a tool_choice that forces a call and a JSON response_format cannot both open the answer",
+                          "response_format")
+    opening = offered.opening or answer.opening
+    params = ChatParams(with_instruction(messages, answer.instruction), generation, offered.tools, opening,
+                        answer.stop_at)
+    return params, dataclasses.replace(reply, tools=offered.names, opening=opening, forces_call=bool(offered.opening))
 
 
 def completion_request(body: Mapping[str, Any]) -> tuple[CompleteParams, Reply]:

@@ -59,10 +59,12 @@ async def events(answer: Answer, job: HttpJob, scheduler: Scheduler, watcher: as
     began (the status line is sent by then) is one ``data: {"error": ...}`` event, as OpenAI sends it."""
     done = False
     holder = CallHolder() if answer.reply.tools else None
-    if holder:
-        holder.feed(answer.reply.opening)  # a forced call's opening: held, as any call is
     try:
         yield _data(answer.first_chunk())
+        # What the request wrote for the model: a forced call's opening (held, as any call is), a JSON answer's "{".
+        opening = answer.reply.opening
+        if text := holder.feed(opening) if holder else opening:
+            yield _data(answer.text_chunk(text))
         while True:
             item: Item = await job.channel.get()
             if isinstance(item, str):

@@ -76,11 +76,11 @@ def _tool(item: Any, i: int) -> ToolSpec:
         text_param(function, "description", where=f"{where}.function.")
     if function.get("parameters") is not None and not isinstance(function["parameters"], dict):
         raise ParamError(f"{where}.function.parameters must be a JSON Schema object", f"{where}.function.parameters")
-    _check_json(item, where)
+    check_json(item, where)
     return item
 
 
-def _check_json(value: Any, where: str) -> None:
+def check_json(value: Any, where: str) -> None:
     """No deeper than ``MAX_JSON_DEPTH``, and every string Unicode text (checked without recursion)."""
     stack = [(value, 1)]
     while stack:
@@ -125,11 +125,11 @@ def _calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
         function = call["function"]
         arguments = function.get("arguments", "{}")
         if isinstance(arguments, dict):  # some clients send the object itself
-            _check_json(arguments, f"{at}.function.arguments")
+            check_json(arguments, f"{at}.function.arguments")
             arguments = json.dumps(arguments, ensure_ascii=False)
         elif not isinstance(arguments, str):
             raise ParamError(f"{at}.function.arguments must be a JSON text", f"{at}.function.arguments")
-        _check_json(ToolCall("", "", arguments).arguments_value(), f"{at}.function.arguments")
+        check_json(ToolCall("", "", arguments).arguments_value(), f"{at}.function.arguments")
         call_id = call.get("id", "")
         if not isinstance(call_id, str):
             raise ParamError(f"{at}.id must be a string", f"{at}.id")

@@ -56,7 +56,7 @@ def run_generation(engine: Engine, params: CompleteParams | ChatParams, cancelle
     if isinstance(params, CompleteParams):
         stopper = Stopper(params.stop_at, params.prefix[params.prefix.rfind("\n") + 1:])
     else:
-        stopper = Stopper(None)
+        stopper = Stopper(params.stop_at, params.opening)
     gen = params.generation
     events = engine.generate(prompt, max_tokens=gen.max_tokens, stop=gen.stop,
                              sampling=request_sampling(engine, params),

@@ -60,7 +60,8 @@ class ChatParams:
     messages: tuple[ChatMessage, ...]
     generation: Generation
     tools: tuple[ToolSpec, ...] = ()  # functions the model may call (the HTTP API's ``tools``)
-    opening: str = ""  # what the answer opens with, already written (a call the HTTP API's ``tool_choice`` forces)
+    opening: str = ""  # what the answer opens with, already written (a call ``tool_choice`` forces, a JSON object)
+    stop_at: str | None = None  # "json": the answer ends with its JSON value (the HTTP API's ``response_format``)
 
 
 def messages_param(raw: Any, parse: Callable[[Any, int], ChatMessage] | None = None) -> tuple[ChatMessage, ...]:

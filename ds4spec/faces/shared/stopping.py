@@ -1,15 +1,20 @@
-"""Ending an editor's option at the end of a line or of a block, as the text streams in.
+"""Ending an editor's option at the end of a line or of a block, and a JSON answer at the end of its value, as the
+text streams in.
 
 An inline suggestion should be one coherent piece: ``line`` ends it at the end of the first line that holds
 text; ``block`` ends it before the first line that leaves the block where it began (a line indented less
 than the block, or, at the top level, a line that follows a blank line). Text is released as soon as it is
 certain to stay, so partial results never show something the final one takes back; trailing whitespace
-held back when generation ends is dropped.
+held back when generation ends is dropped. ``json`` ends an answer asked for as JSON once its value is whole
+(``line_head``: what the answer opened with), so that nothing the model adds after it reaches the client.
 """
 
 from __future__ import annotations
 
+import json
+
 TAB_WIDTH = 8
+_JSON = json.JSONDecoder()
 
 
 def decide(text: str, mode: str | None, line_head: str = "") -> tuple[int, bool]:
@@ -23,6 +28,8 @@ def decide(text: str, mode: str | None, line_head: str = "") -> tuple[int, bool]
         return _line(text)
     if mode == "block":
         return _block(text, line_head)
+    if mode == "json":
+        return _json(text, line_head)
     raise ValueError(f"unknown stop_at mode {mode!r}")
 
 
@@ -56,6 +63,14 @@ def _block(text: str, line_head: str) -> tuple[int, bool]:
         kept, blank_after_text = end, False
         start = end + 1
     return kept, False
+
+
+def _json(text: str, head: str) -> tuple[int, bool]:
+    try:
+        _, end = _JSON.raw_decode(head + text)
+    except (ValueError, RecursionError):  # not whole yet, or no JSON at all: everything so far stays
+        return len(text), False
+    return max(end - len(head), 0), True
 
 
 def _width(line: str) -> int:
