@@ -102,17 +102,30 @@ def split_rendered(messages: Sequence[ChatMessage], render: Render, *, tools: Se
 
 
 def as_text_messages(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> tuple[ChatMessage, ...]:
-    """The conversation with its tools, calls and tool results written into the messages' text, for a drafter:
-    its own template may know no tools, and lookup copies names and arguments from what it reads."""
+    """The conversation with its tools, calls and tool results written into the messages' text, for a drafter: its
+    own template may know no tools.
+
+    The tools are listed by name, parameters and description, not as the JSON the target reads: a call repeats a
+    function's name from that JSON and then goes its own way, and lookup, copying on from the name, drew a draft of 12
+    to 14 tokens rejected at its first token in 6 of 8 answers that called a function (the default pair: 0.91x of
+    plain decoding over 16 answers, 1.00x with the list)."""
     out = [_with_calls(m) for m in messages]
     if tools:
-        listed = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
-        system = f"# Tools\n<tools>\n{listed}\n</tools>"
+        system = "Functions you may call:\n" + "\n".join(_listed(t) for t in tools)
         if out and out[0].role == "system":
             out[0] = ChatMessage("system", f"{out[0].content}\n\n{system}")
         else:
             out.insert(0, ChatMessage("system", system))
     return tuple(out)
+
+
+def _listed(tool: ToolSpec) -> str:
+    function = tool.get("function") or {}
+    parameters = function.get("parameters") or {}
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    names = ", ".join(properties) if isinstance(properties, Mapping) else ""
+    description = function.get("description") or ""
+    return f"- {function.get('name')}({names}){': ' + description if description else ''}"
 
 
 def _with_calls(m: ChatMessage) -> ChatMessage:
