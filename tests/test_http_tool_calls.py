@@ -20,6 +20,7 @@ from tinymodel import build_tiny_gguf
 from ds4spec.core.messages import ChatMessage, ToolCall
 from ds4spec.core.stats import GenerationStats
 from ds4spec.engine.engine import Engine
+from ds4spec.faces.http.json_answers import WITH_TOOLS
 from ds4spec.faces.http.openai_params import Reply
 from ds4spec.faces.http.replies import Answer
 from ds4spec.faces.http.tool_calls import CallHolder, read_calls
@@ -147,6 +148,10 @@ def test_a_conversation_with_calls_and_results_is_the_engines_prompt(server: Htt
     ({"tools": [{"type": "code_interpreter"}]}, "tools[0]"),
     ({"tools": [WEATHER], "tool_choice": "any"}, "tool_choice"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": "get_weather"}}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+        {"type": "function", "function": {"name": "read_file"}}]}}}, "tool_choice.allowed_tools"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "any", "tools": []}}},
+     "tool_choice.allowed_tools"),
     ({"tools": [WEATHER, WEATHER]}, "tools"),
     ({"functions": [WEATHER["function"]]}, "functions"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": NESTED}}]}, "tools[0]"),
@@ -219,6 +224,42 @@ def test_a_forced_call_opens_the_answer_for_the_model_to_go_on_with(server: Http
     expected = engine.chat_prompt([ChatMessage("user", "Weather in Paris?")], tools=tools, opening=opening)
     assert answer.json()["usage"]["prompt_tokens"] == len(expected.tokens)
     assert answer.json()["choices"][0]["message"]["content"].startswith(opening)
+
+
+@pytest.mark.parametrize(("choice", "offered"), [
+    ({"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+        {"type": "function", "function": {"name": "read_file"}}]}}, [READ_FILE]),
+    ({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+        {"type": "function", "function": {"name": "get_weather"}}]}}, [WEATHER]),
+])
+def test_allowed_tools_offers_only_the_functions_it_names(server: HttpServer, engine: Engine, choice: object,
+                                                          offered: list[dict[str, object]]) -> None:
+    answer = server.post("/chat/completions", {"messages": AGENT_TURNS[:1], "tools": [WEATHER, READ_FILE],
+                                               "tool_choice": choice}).json()
+    forced = NAMED_OPENING if offered == [WEATHER] else ""
+    expected = engine.chat_prompt([ChatMessage("user", "Weather in Paris?")], tools=offered, opening=forced)
+    assert answer["usage"]["prompt_tokens"] == len(expected.tokens)
+
+
+def test_a_json_format_beside_tools_leaves_the_answer_open_for_a_call(server: HttpServer, engine: Engine) -> None:
+    """OpenAI's reading: the format is for an answer in words; the model may still call, so nothing opens it."""
+    body = {"messages": AGENT_TURNS[:1], "tools": [WEATHER], "response_format": {"type": "json_object"}}
+    answer = server.post("/chat/completions", body).json()
+    told = [ChatMessage("system", WITH_TOOLS + "answer with one JSON object, and nothing else."),
+            ChatMessage("user", "Weather in Paris?")]
+    assert answer["usage"]["prompt_tokens"] == len(engine.chat_prompt(told, tools=[WEATHER]).tokens)
+    forced = server.post("/chat/completions", {**body, "tool_choice": "required"}).json()  # the call opens it
+    opened = engine.chat_prompt(told, tools=[WEATHER], opening=NAMED_OPENING)
+    assert forced["usage"]["prompt_tokens"] == len(opened.tokens)
+
+
+def test_null_arguments_are_arguments_not_given(server: HttpServer) -> None:
+    turns = json.loads(json.dumps(AGENT_TURNS))
+    turns[1]["tool_calls"][0]["function"]["arguments"] = None
+    as_null = server.post("/chat/completions", {"messages": turns, "tools": [WEATHER]})
+    turns[1]["tool_calls"][0]["function"]["arguments"] = "{}"
+    as_empty = server.post("/chat/completions", {"messages": turns, "tools": [WEATHER]})
+    assert as_null.status_code == 200 and as_null.json()["usage"] == as_empty.json()["usage"]
 
 
 def test_a_stream_that_may_be_calls_opens_with_null_content(server: HttpServer) -> None:

@@ -48,6 +48,17 @@ def test_a_json_answer_ends_with_its_object(text: str, expected: str) -> None:
     assert _final(text, "json", "{") == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ('\n {"a": 1}\nDone.', '\n {"a": 1}'),
+    ("42 is the answer", "42 is the answer"),  # JSON, but no object: words
+    ('<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', '<tool_call>\n{"name": "f", "arguments": {}}\n'
+                                                                 "</tool_call>"),
+])
+def test_an_answer_not_opened_for_it_ends_only_after_an_object(text: str, expected: str) -> None:
+    """Where tools are offered a JSON answer is not opened: the model may call instead, or write its object itself."""
+    assert _final(text, "json") == expected
+
+
 def test_without_a_mode_everything_is_final_at_once() -> None:
     assert decide("a\n\nb  ", None) == (6, False)
 

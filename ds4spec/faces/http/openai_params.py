@@ -47,16 +47,13 @@ def chat_request(body: Mapping[str, Any]) -> tuple[ChatParams, Reply]:
     try:
         messages = messages_param(_plain_messages(body.get("messages")), chat_message)
         offered = tools_param(body)
-        answer = response_format_param(body)
+        answer = response_format_param(body, tools=bool(offered.tools))
         generation, reply = _generation(body)
     except ParamError as err:
         raise bad_request(str(err), err.param) from None
-    if offered.opening and answer.opening:
-        raise bad_request("a tool_choice that forces a call and a JSON response_format cannot both open the answer",
-                          "response_format")
-    opening = offered.opening or answer.opening
-    params = ChatParams(with_instruction(messages, answer.instruction), generation, offered.tools, opening,
-                        answer.stop_at)
+    # A forced call opens the answer; the format is then for a later answer in words, as OpenAI reads the two.
+    opening, stop_at = (offered.opening, None) if offered.opening else (answer.opening, answer.stop_at)
+    params = ChatParams(with_instruction(messages, answer.instruction), generation, offered.tools, opening, stop_at)
     return params, dataclasses.replace(reply, tools=offered.names, opening=opening, forces_call=bool(offered.opening))
 
 

@@ -48,6 +48,8 @@ def tools_param(body: Mapping[str, Any]) -> OfferedTools:
     if len(set(offered.names)) < len(offered.names):
         raise ParamError("tools names a function twice", "tools")
     choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        offered, choice = _allowed(offered, choice.get("allowed_tools"))
     if choice is None or choice == "auto":
         return offered
     if choice == "none":
@@ -64,6 +66,22 @@ def tools_param(body: Mapping[str, Any]) -> OfferedTools:
     raise ParamError(f"tool_choice must be \"auto\", \"none\", \"required\" or "
                      f"{{\"type\": \"function\", \"function\": {{\"name\": ...}}}} naming an offered function; got "
                      f"{json.dumps(choice)}", "tool_choice")
+
+
+def _allowed(offered: OfferedTools, allowed: Any) -> tuple[OfferedTools, str]:
+    """OpenAI's ``allowed_tools`` choice: the offered functions it names, with its mode (``auto`` or ``required``)."""
+    where = "tool_choice.allowed_tools"
+    problem = ParamError(f'{where} must be {{"mode": "auto" or "required", "tools": [...]}} naming offered functions',
+                         where)
+    if not isinstance(allowed, dict) or allowed.get("mode") not in ("auto", "required"):
+        raise problem
+    names = set()
+    for item in allowed.get("tools") if isinstance(allowed.get("tools"), list) else [None]:
+        function = item.get("function") if isinstance(item, dict) else None
+        names.add(function.get("name") if isinstance(function, dict) else None)
+    if not names or not names <= set(offered.names):
+        raise problem
+    return OfferedTools(tuple(t for t in offered.tools if t["function"]["name"] in names)), allowed["mode"]
 
 
 def _tool(item: Any, i: int) -> ToolSpec:
@@ -123,7 +141,9 @@ def _calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
         if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
             raise ParamError(f"{at} must be an object with an id and a function object", at)
         function = call["function"]
-        arguments = function.get("arguments", "{}")
+        arguments = function.get("arguments")
+        if arguments is None:  # null is "not given", as for every other parameter
+            arguments = "{}"
         if isinstance(arguments, dict):  # some clients send the object itself
             check_json(arguments, f"{at}.function.arguments")
             arguments = json.dumps(arguments, ensure_ascii=False)

@@ -66,9 +66,13 @@ def _block(text: str, line_head: str) -> tuple[int, bool]:
 
 
 def _json(text: str, head: str) -> tuple[int, bool]:
+    whole = head + text
+    start = len(whole) - len(whole.lstrip())
+    if not whole.startswith("{", start):  # an answer that is no object (words, a call's tag) goes on to its end
+        return len(text), False
     try:
-        _, end = _JSON.raw_decode(head + text)
-    except (ValueError, RecursionError):  # not whole yet, or no JSON at all: everything so far stays
+        _, end = _JSON.raw_decode(whole, start)
+    except (ValueError, RecursionError):  # not whole yet, or no JSON after all: everything so far stays
         return len(text), False
     return max(end - len(head), 0), True
 
