@@ -14,8 +14,8 @@ from http_fuzzing import check_answer, json_values
 from http_server import HttpServer, sse_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_chat_tools import TOOLS_TEMPLATE, WEATHER
 from tinymodel import build_tiny_gguf
+from tool_helpers import TOOLS_TEMPLATE, WEATHER
 
 from ds4spec.core.messages import ChatMessage, ToolCall
 from ds4spec.core.stats import GenerationStats
