@@ -28,10 +28,15 @@ class ToolCall:
 
     def arguments_value(self) -> Any:
         """The arguments as a template wants them: the JSON's value, or the text itself when it is not JSON."""
-        try:
-            return json.loads(self.arguments)
-        except (ValueError, RecursionError):
-            return self.arguments
+        return json_value(self.arguments)
+
+
+def json_value(text: str) -> Any:
+    """The value ``text`` holds as JSON, or ``text`` itself where it is not JSON (or nests past the recursion limit)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
 
 
 @dataclass(frozen=True, slots=True)

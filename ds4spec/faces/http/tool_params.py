@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ds4spec.core.messages import ROLES, ChatMessage, ToolCall, ToolSpec
+from ds4spec.core.messages import ROLES, ChatMessage, ToolCall, ToolSpec, json_value
 from ds4spec.faces.http.tool_calls import FUNCTION_NAME, call_opening
 from ds4spec.faces.shared.generation_params import ParamError, encodable, message_param, text_param
 
@@ -147,9 +147,10 @@ def _calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
         if isinstance(arguments, dict):  # some clients send the object itself
             check_json(arguments, f"{at}.function.arguments")
             arguments = json.dumps(arguments, ensure_ascii=False)
-        elif not isinstance(arguments, str):
+        elif isinstance(arguments, str):
+            check_json(json_value(arguments), f"{at}.function.arguments")
+        else:
             raise ParamError(f"{at}.function.arguments must be a JSON text", f"{at}.function.arguments")
-        check_json(ToolCall("", "", arguments).arguments_value(), f"{at}.function.arguments")
         call_id = call.get("id", "")
         if not isinstance(call_id, str):
             raise ParamError(f"{at}.id must be a string", f"{at}.id")
