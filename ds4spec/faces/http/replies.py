@@ -83,8 +83,9 @@ class Answer:
         choice["delta"] = {"tool_calls": as_openai(called.calls, indexed=True)}
         return self._chunk([choice])
 
-    def last_chunk(self, outcome: Outcome) -> dict[str, Any]:
-        reason = "tool_calls" if self.calls(outcome) else finish_reason(outcome)
+    def last_chunk(self, outcome: Outcome, called: Called | None) -> dict[str, Any]:
+        """The stream's last chunk, for an answer that ended in ``called`` (``calls``) or not."""
+        reason = "tool_calls" if called else finish_reason(outcome)
         return {**self._chunk([self._choice(None, reason, True)]), "ds4spec": self.statistics(outcome)}
 
     def usage_chunk(self, outcome: Outcome) -> dict[str, Any]:

@@ -73,13 +73,12 @@ async def events(answer: Answer, job: HttpJob, scheduler: Scheduler, watcher: as
                     yield _data(answer.text_chunk(text))
             elif isinstance(item, Outcome):
                 done = True
-                if holder:
-                    called = answer.calls(item)
-                    if rest := holder.rest(called):
-                        yield _data(answer.text_chunk(rest))
-                    if called:
-                        yield _data(answer.calls_chunk(called))
-                yield _data(answer.last_chunk(item))
+                called = answer.calls(item)
+                if holder and (rest := holder.rest(called)):
+                    yield _data(answer.text_chunk(rest))
+                if called:
+                    yield _data(answer.calls_chunk(called))
+                yield _data(answer.last_chunk(item, called))
                 if answer.reply.include_usage:
                     yield _data(answer.usage_chunk(item))
                 yield "data: [DONE]\n\n"
