@@ -24,6 +24,8 @@ _TAG, _FENCE = "<tool_call>", "```json"
 # A tagged call's closing tag may be missing at the very end: Qwen ends a call it was given the opening of without it.
 _BLOCK = re.compile(r"\s*(?:<tool_call>(.*?)(?:</tool_call>|\Z)|```json[ \t]*\n(.*?)\n[ \t]*```)\s*", re.DOTALL)
 _CALL_START = re.compile(r'\s*\{\s*"name"')
+_OPENINGS = ('{"name"', '{{"name"')  # how a call's object begins, in single or doubled braces
+_VISIBLE = re.compile(rf"(?:\s*\S){{0,{max(map(len, _OPENINGS))}}}")  # enough of a text to compare with them
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,15 +133,23 @@ class CallHolder:
         line_end = self.text.find("\n", at)
         if line_end < 0:
             return False
-        after = self.text[line_end + 1:]
-        opening = '{"name"'
-        squeezed = re.sub(r"\s+", "", after)[:len(opening)]
-        return not opening.startswith(squeezed) if len(squeezed) < len(opening) else not _CALL_START.match(after)
+        opening = _OPENINGS[0]
+        squeezed = _visible_head(self.text, line_end + 1)[:len(opening)]
+        if len(squeezed) < len(opening):
+            return not opening.startswith(squeezed)
+        return not _CALL_START.match(self.text, line_end + 1)
 
 
 def _may_open_bare_call(text: str) -> bool:
-    squeezed = re.sub(r"\s+", "", text)
-    return any(opening.startswith(squeezed[:len(opening)]) for opening in ('{"name"', '{{"name"'))
+    squeezed = _visible_head(text)
+    return any(opening.startswith(squeezed[:len(opening)]) for opening in _OPENINGS)
+
+
+def _visible_head(text: str, start: int = 0) -> str:
+    """The first characters from ``start`` that are not white space, as many as ``_OPENINGS`` need: read up to
+    there only, since a held answer is asked again at each piece."""
+    head = _VISIBLE.match(text, start)  # it always matches, an empty text too
+    return re.sub(r"\s+", "", head.group() if head else "")
 
 
 def _first_marker(text: str, start: int) -> int | None:
