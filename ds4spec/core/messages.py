@@ -11,8 +11,6 @@ from typing import Any
 
 from ds4spec.errors import ModelError
 
-ROLES = ("system", "user", "assistant", "tool")
-
 # A tool's definition: OpenAI's ``{"type": "function", "function": {"name", "description", "parameters"}}``, as
 # chat templates take it (Hugging Face passes them on unchanged too).
 ToolSpec = Mapping[str, Any]

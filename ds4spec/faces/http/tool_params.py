@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ds4spec.core.messages import ROLES, ChatMessage, ToolCall, ToolSpec, json_value
+from ds4spec.core.messages import ChatMessage, ToolCall, ToolSpec, json_value
 from ds4spec.faces.http.tool_calls import FUNCTION_NAME, call_opening
-from ds4spec.faces.shared.generation_params import ParamError, encodable, message_param, text_param
+from ds4spec.faces.shared.generation_params import ROLES, ParamError, encodable, message_param, text_param
 
 # Deeper JSON is no function's schema or arguments; rendering it would exhaust the interpreter's recursion.
 MAX_JSON_DEPTH = 64
@@ -127,7 +127,7 @@ def chat_message(item: Any, i: int) -> ChatMessage:
                                                                        item.get("content") is None):
         content = "" if item.get("content") is None else text_param(item, "content", where=f"messages[{i}].")
         return ChatMessage("assistant", content, _calls(item.get("tool_calls"), f"messages[{i}].tool_calls"))
-    return message_param(item, i, ROLES)
+    return message_param(item, i, (*ROLES, "tool"))
 
 
 def _calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
